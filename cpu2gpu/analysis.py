@@ -1,0 +1,811 @@
+"""One pass over a file that records its device facts (see ``facts.py``).
+
+The walk reads the file as straight-line code in source order: module level first,
+then the bodies of functions and methods (which run later, when called). It is an
+abstract interpretation with a tiny domain: for every expression, the ``Value`` it
+may hold, or None when it cannot tell. None is never reported: uncertain is not
+wrong.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional, Union
+
+import libcst as cst
+
+from . import torchapi as api
+from .facts import Facts, Hardcoded, Kind, Move, Origin, Place, Use, Value
+from .imports import ImportTable, dotted
+
+_TENSORISH = (Kind.TENSOR, Kind.BATCH)
+_GUARD_WORDS = ("cuda", "gpu", "is_available", "accelerator", "device")
+
+Block = Union[cst.Module, cst.IndentedBlock, cst.SimpleStatementSuite, cst.BaseSuite]
+
+
+class Scope:
+    def __init__(self, parent: Optional["Scope"], function: Optional[cst.FunctionDef] = None) -> None:
+        self.parent = parent
+        self.function = function
+        self.names: dict[str, Optional[Value]] = {}
+        self.device_names: list[str] = []
+
+    def has(self, name: str) -> bool:
+        scope: Optional[Scope] = self
+        while scope is not None:
+            if name in scope.names:
+                return True
+            scope = scope.parent
+        return False
+
+    def lookup(self, name: str) -> Optional[Value]:
+        scope: Optional[Scope] = self
+        while scope is not None:
+            if name in scope.names:
+                return scope.names[name]
+            scope = scope.parent
+        return None
+
+    def device_name(self) -> Optional[str]:
+        scope: Optional[Scope] = self
+        while scope is not None:
+            if scope.device_names:
+                return scope.device_names[0]
+            scope = scope.parent
+        return None
+
+
+def _is_tensorish(value: Optional[Value]) -> bool:
+    return value is not None and value.kind in _TENSORISH
+
+
+def _string_value(node: cst.CSTNode) -> Optional[str]:
+    if isinstance(node, cst.SimpleString):
+        try:
+            evaluated = node.evaluated_value
+        except Exception:  # odd prefixes: not a device string
+            return None
+        return evaluated if isinstance(evaluated, str) else None
+    return None
+
+
+def _device_string_place(text: str) -> Optional[Place]:
+    text = text.strip().lower()
+    if text == "cpu":
+        return Place.CPU
+    if text.split(":", 1)[0] in ("cuda", "mps", "xpu", "hip"):
+        return Place.DEVICE
+    return None
+
+
+def _is_cuda_literal(node: cst.CSTNode) -> bool:
+    text = _string_value(node)
+    return text is not None and text.strip().lower().split(":", 1)[0] == "cuda"
+
+
+def _mentions_guard(node: cst.CSTNode) -> bool:
+    """Whether an ``if`` test looks at the GPU (``torch.cuda.is_available()``, ``use_cuda``...)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Name):
+            lowered = current.value.lower()
+            if any(word in lowered for word in _GUARD_WORDS):
+                return True
+        elif isinstance(current, cst.SimpleString):
+            if "cuda" in current.value.lower():
+                return True
+        stack.extend(current.children)
+    return False
+
+
+def _call_kwarg(call: cst.Call, name: str) -> Optional[cst.Arg]:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg
+    return None
+
+
+class Analyzer:
+    def __init__(self, module: cst.Module) -> None:
+        self.facts = Facts(module=module)
+        self.imports = ImportTable()
+        self.module_classes: set[str] = set()
+        self.time = 0
+        self.guard_depth = 0
+        self.global_scope = Scope(None)
+        self.deferred: list[tuple[cst.FunctionDef, Scope, Optional[str]]] = []
+        self.current_stmt: Optional[cst.CSTNode] = None
+        self.current_loop: Optional[cst.For] = None
+        self._params_seen: list[Value] = []
+
+    # -- entry ---------------------------------------------------------------------
+
+    def run(self) -> Facts:
+        self.block(self.facts.module.body, self.global_scope)
+        while self.deferred:
+            function, parent, class_name = self.deferred.pop(0)
+            self.function(function, parent, class_name)
+        self.facts.torch_alias = self.imports.torch_alias
+        self.facts.device_names = list(self.global_scope.device_names)
+        self.propagate()
+        return self.facts
+
+    # -- statements ----------------------------------------------------------------
+
+    def block(self, body: Iterable[cst.CSTNode], scope: Scope) -> None:
+        for stmt in body:
+            self.statement(stmt, scope)
+
+    def body_of(self, node: cst.BaseSuite) -> Iterable[cst.CSTNode]:
+        return node.body
+
+    def statement(self, stmt: cst.CSTNode, scope: Scope) -> None:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                self.current_stmt = stmt
+                self.small(small, stmt, scope)
+        elif isinstance(stmt, cst.If):
+            self.if_statement(stmt, scope)
+        elif isinstance(stmt, cst.For):
+            self.for_statement(stmt, scope)
+        elif isinstance(stmt, cst.While):
+            self.expr(stmt.test, scope)
+            self.guarded_block(stmt.body, scope, _mentions_guard(stmt.test))
+            if stmt.orelse is not None:
+                self.block(self.body_of(stmt.orelse.body), scope)
+        elif isinstance(stmt, cst.With):
+            for item in stmt.items:
+                value = self.expr(item.item, scope)
+                if item.asname is not None:
+                    self.bind(item.asname.name, value if _is_tensorish(value) else None, stmt, None, scope)
+            self.block(self.body_of(stmt.body), scope)
+        elif isinstance(stmt, cst.Try) or isinstance(stmt, getattr(cst, "TryStar", cst.Try)):
+            self.block(self.body_of(stmt.body), scope)
+            for handler in stmt.handlers:
+                self.block(self.body_of(handler.body), scope)
+            if stmt.orelse is not None:
+                self.block(self.body_of(stmt.orelse.body), scope)
+            if stmt.finalbody is not None:
+                self.block(self.body_of(stmt.finalbody.body), scope)
+        elif isinstance(stmt, cst.FunctionDef):
+            scope.names[stmt.name.value] = None
+            self.deferred.append((stmt, scope, None))
+        elif isinstance(stmt, cst.ClassDef):
+            self.class_def(stmt, scope)
+        else:
+            self.generic(stmt, scope)
+
+    def guarded_block(self, suite: cst.BaseSuite, scope: Scope, guarded: bool) -> None:
+        self.guard_depth += guarded
+        try:
+            self.block(self.body_of(suite), scope)
+        finally:
+            self.guard_depth -= guarded
+
+    def if_statement(self, stmt: cst.If, scope: Scope) -> None:
+        self.expr(stmt.test, scope)
+        guarded = _mentions_guard(stmt.test)
+        before = dict(scope.names)
+        self.guarded_block(stmt.body, scope, guarded)
+        after_body = scope.names
+        if stmt.orelse is None:
+            self.merge(scope, before, after_body, before)
+            return
+        scope.names = dict(before)
+        self.guard_depth += guarded
+        try:
+            if isinstance(stmt.orelse, cst.If):
+                self.if_statement(stmt.orelse, scope)
+            else:
+                self.block(self.body_of(stmt.orelse.body), scope)
+        finally:
+            self.guard_depth -= guarded
+        self.merge(scope, before, after_body, scope.names)
+
+    def merge(self, scope: Scope, before: dict, left: dict, right: dict) -> None:
+        """Join the names two branches bound: the same value stays, two devices join."""
+        merged = dict(before)
+        for name in set(left) | set(right):
+            a, b = left.get(name), right.get(name)
+            if a is b:
+                merged[name] = a
+            elif a is not None and b is not None and a.kind is b.kind is Kind.DEVICE:
+                # if cuda: device = cuda else: device = cpu -> a device that can be the GPU
+                can_be_gpu = Place.DEVICE in (self.facts.place(a), self.facts.place(b))
+                merged[name] = Value(Kind.DEVICE, a.node, name=name,
+                                     explicit=Place.DEVICE if can_be_gpu else Place.CPU)
+            elif a is not None and b is not None and a.kind is b.kind is Kind.MODULE:
+                merged[name] = a
+            else:
+                merged[name] = None
+        scope.names = merged
+
+    def for_statement(self, stmt: cst.For, scope: Scope) -> None:
+        iterable = stmt.iter
+        target = stmt.target
+        # for i, (x, y) in enumerate(loader): the batch is the second element.
+        if (
+            isinstance(iterable, cst.Call)
+            and isinstance(iterable.func, cst.Name)
+            and iterable.func.value == "enumerate"
+            and iterable.args
+            and isinstance(target, (cst.Tuple, cst.List))
+            and len(target.elements) == 2
+        ):
+            source = self.expr(iterable.args[0].value, scope)
+            for arg in iterable.args[1:]:
+                self.expr(arg.value, scope)
+            self.bind(target.elements[0].value, None, stmt, None, scope)
+            target = target.elements[1].value
+        else:
+            source = self.expr(iterable, scope)
+        if source is not None and source.kind is Kind.LOADER:
+            self.bind_loop_variables(target, stmt, scope)
+        else:
+            self.bind(target, None, stmt, None, scope)
+        outer_loop, self.current_loop = self.current_loop, stmt
+        try:
+            self.block(self.body_of(stmt.body), scope)
+        finally:
+            self.current_loop = outer_loop
+        if stmt.orelse is not None:
+            self.block(self.body_of(stmt.orelse.body), scope)
+
+    def bind_loop_variables(self, target: cst.BaseExpression, loop: cst.For, scope: Scope) -> None:
+        names: list[cst.Name] = []
+        if isinstance(target, cst.Name):
+            names = [target]
+        elif isinstance(target, (cst.Tuple, cst.List)) and all(
+            isinstance(e.value, cst.Name) for e in target.elements
+        ):
+            names = [e.value for e in target.elements]  # type: ignore[misc]
+        else:
+            self.bind(target, None, loop, None, scope)
+            return
+        for name in names:
+            value = Value(Kind.BATCH, name, name=name.value, origin=Origin.LOOP, loop=loop, scope=scope,
+                          time=self.tick())
+            self.facts.values.append(value)
+            self.bind(name, value, loop, None, scope)
+
+    def class_def(self, stmt: cst.ClassDef, scope: Scope) -> None:
+        name = stmt.name.value
+        is_module = False
+        has_forward = any(
+            isinstance(s, cst.FunctionDef) and s.name.value == "forward" for s in stmt.body.body
+        )
+        for base in stmt.bases:
+            qual = self.imports.resolve(base.value)
+            base_name = dotted(base.value)
+            if qual is not None and (qual in api.MODULE_BASES or api.is_module_class(qual)):
+                is_module = True
+            elif base_name in self.module_classes:
+                is_module = True
+            elif qual is None and base_name not in (None, "object") and has_forward:
+                # An unknown base with a forward(): a module from elsewhere in the project.
+                is_module = True
+        if is_module:
+            self.module_classes.add(name)
+        scope.names[name] = None
+        class_scope = Scope(scope)
+        for item in stmt.body.body:
+            if isinstance(item, cst.FunctionDef):
+                # Methods see the enclosing scope, not the class body.
+                self.deferred.append((item, scope, name))
+            else:
+                self.statement(item, class_scope)
+
+    def function(self, node: cst.FunctionDef, parent: Scope, class_name: Optional[str]) -> None:
+        scope = Scope(parent, node)
+        params = node.params
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            self.facts.names_in_use.add(param.name.value)
+            scope.names[param.name.value] = None
+            if param.default is not None:
+                self.expr(param.default, parent)
+        for star in (params.star_arg, params.star_kwarg):
+            if isinstance(star, cst.Param):
+                scope.names[star.name.value] = None
+                self.facts.names_in_use.add(star.name.value)
+        self.block(node.body.body, scope)
+
+    def small(self, node: cst.BaseSmallStatement, stmt: cst.CSTNode, scope: Scope) -> None:
+        if isinstance(node, cst.Assign):
+            if (
+                len(node.targets) == 1
+                and isinstance(node.targets[0].target, (cst.Tuple, cst.List))
+                and isinstance(node.value, (cst.Tuple, cst.List))
+                and len(node.targets[0].target.elements) == len(node.value.elements)
+                and not any(isinstance(e, cst.StarredElement) for e in node.value.elements)
+            ):
+                # a, b = a.to(device), b.to(device): bind pairwise.
+                for target_el, value_el in zip(node.targets[0].target.elements, node.value.elements):
+                    value = self.expr(value_el.value, scope)
+                    self.bind(target_el.value, value, stmt, value_el.value, scope)
+                return
+            value = self.expr(node.value, scope)
+            for target in node.targets:
+                self.bind(target.target, value, stmt, node.value, scope)
+            self.note_device_string(node, stmt)
+        elif isinstance(node, cst.AnnAssign):
+            value = self.expr(node.value, scope) if node.value is not None else None
+            if node.value is not None:
+                self.bind(node.target, value, stmt, node.value, scope)
+        elif isinstance(node, cst.AugAssign):
+            left = self.expr(node.target, scope)
+            right = self.expr(node.value, scope)
+            self.op(node, [left, right])
+        elif isinstance(node, cst.Expr):
+            self.expr(node.value, scope)
+        elif isinstance(node, cst.Return):
+            if node.value is not None:
+                self.expr(node.value, scope)
+        elif isinstance(node, (cst.Import, cst.ImportFrom)):
+            self.imports.add(node)
+            for alias in node.names if not isinstance(node.names, cst.ImportStar) else ():
+                local = alias.evaluated_alias or alias.evaluated_name
+                self.facts.names_in_use.add(local.split(".", 1)[0])
+        else:
+            self.generic(node, scope)
+
+    def note_device_string(self, node: cst.Assign, stmt: cst.CSTNode) -> None:
+        """``device = "cuda"`` with no fallback."""
+        if self.guard_depth or not _is_cuda_literal(node.value):
+            return
+        for target in node.targets:
+            if isinstance(target.target, cst.Name) and "device" in target.target.value.lower():
+                self.facts.hardcoded.append(Hardcoded(node.value, "device-string", target.target.value))
+
+    def generic(self, node: cst.CSTNode, scope: Scope) -> None:
+        """Walk the children of a node the analysis has no special reading for."""
+        for child in node.children:
+            if isinstance(child, cst.BaseExpression):
+                self.expr(child, scope)
+            elif isinstance(child, cst.BaseStatement):
+                self.statement(child, scope)
+            elif isinstance(child, cst.BaseSmallStatement):
+                self.small(child, self.current_stmt or child, scope)
+            else:
+                self.generic(child, scope)
+
+    # -- bindings ------------------------------------------------------------------
+
+    def bind(
+        self,
+        target: cst.BaseExpression,
+        value: Optional[Value],
+        stmt: cst.CSTNode,
+        value_node: Optional[cst.BaseExpression],
+        scope: Scope,
+    ) -> None:
+        if isinstance(target, cst.Name):
+            key = target.value
+            self.facts.names_in_use.add(key)
+        elif isinstance(target, cst.Attribute):
+            key = dotted(target)
+            if key is None:
+                self.expr(target.value, scope)
+                return
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self.bind(element.value, None, stmt, None, scope)
+            return
+        elif isinstance(target, cst.StarredElement):
+            self.bind(target.value, None, stmt, None, scope)
+            return
+        else:
+            self.expr(target, scope)
+            return
+        scope.names[key] = value
+        if value is None:
+            return
+        if value.name is None:
+            value.name = key
+            value.binding_stmt = stmt
+        if value.chain_root is not None and value.chain_root.origin is Origin.CONVERSION:
+            if value.chain_root.fix_node is None or value.chain_root.fix_node is value.chain_root.node:
+                value.chain_root.fix_node = value_node
+        if value.is_root and value.fix_node is None and value.node is value_node:
+            value.fix_node = value_node
+        if value.kind is Kind.DEVICE and self.facts.place(value) is Place.DEVICE and isinstance(target, cst.Name):
+            if key not in scope.device_names:
+                scope.device_names.append(key)
+
+    # -- expressions ---------------------------------------------------------------
+
+    def tick(self) -> int:
+        self.time += 1
+        return self.time
+
+    def new(self, kind: Kind, node: cst.CSTNode, scope: Optional[Scope] = None, **fields) -> Value:
+        value = Value(kind, node, time=self.time, scope=scope, **fields)
+        if value.is_root:
+            self.facts.values.append(value)
+        return value
+
+    def derived(self, node: cst.CSTNode, sources: Iterable[Optional[Value]]) -> Optional[Value]:
+        found = tuple(s for s in sources if s is not None and s.kind in (*_TENSORISH, Kind.DEVICE))
+        if not found:
+            return None
+        return Value(Kind.TENSOR, node, sources=found, time=self.time)
+
+    def op(self, node: cst.CSTNode, values: Iterable[Optional[Value]]) -> None:
+        tensors = tuple(v for v in values if _is_tensorish(v))
+        if len(tensors) >= 2:
+            self.facts.uses.append(Use("op", node, self.time, tensors))
+
+    def expr(self, node: Optional[cst.BaseExpression], scope: Scope) -> Optional[Value]:
+        if node is None:
+            return None
+        if isinstance(node, cst.Name):
+            self.facts.names_in_use.add(node.value)
+            return scope.lookup(node.value)
+        if isinstance(node, cst.Attribute):
+            return self.attribute(node, scope)
+        if isinstance(node, cst.Call):
+            return self.call(node, scope)
+        if isinstance(node, cst.BinaryOperation):
+            left = self.expr(node.left, scope)
+            right = self.expr(node.right, scope)
+            self.op(node, [left, right])
+            return self.derived(node, [left, right])
+        if isinstance(node, cst.Comparison):
+            values = [self.expr(node.left, scope)]
+            values += [self.expr(c.comparator, scope) for c in node.comparisons]
+            self.op(node, values)
+            return self.derived(node, values)
+        if isinstance(node, cst.UnaryOperation):
+            return self.derived(node, [self.expr(node.expression, scope)])
+        if isinstance(node, cst.Subscript):
+            return self.subscript(node, scope)
+        if isinstance(node, cst.SimpleString):
+            text = _string_value(node)
+            place = _device_string_place(text) if text is not None else None
+            return Value(Kind.DEVICE, node, explicit=place) if place is not None else None
+        if isinstance(node, cst.IfExp):
+            self.expr(node.test, scope)
+            guarded = _mentions_guard(node.test)
+            self.guard_depth += guarded
+            try:
+                body = self.expr(node.body, scope)
+            finally:
+                self.guard_depth -= guarded
+            orelse = self.expr(node.orelse, scope)
+            if body is not None and orelse is not None and body.kind is orelse.kind is Kind.DEVICE:
+                places = {self.facts.place(body), self.facts.place(orelse)}
+                return Value(Kind.DEVICE, node, explicit=Place.DEVICE if Place.DEVICE in places else Place.CPU)
+            return body if body is orelse else None
+        if isinstance(node, (cst.Tuple, cst.List)):
+            values = [self.expr(e.value, scope) for e in node.elements]
+            return self.derived(node, [v for v in values if _is_tensorish(v)])
+        if isinstance(node, (cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp, cst.Lambda)):
+            self.generic(node, Scope(scope))
+            return None
+        if isinstance(node, (cst.Await, cst.Yield, cst.StarredElement)):
+            inner = getattr(node, "expression", None) or getattr(node, "value", None)
+            if isinstance(inner, cst.BaseExpression):
+                return self.expr(inner, scope)
+            return None
+        if isinstance(node, (cst.Integer, cst.Float, cst.Imaginary, cst.Ellipsis)):
+            return None
+        self.generic(node, scope)
+        return None
+
+    def attribute(self, node: cst.Attribute, scope: Scope) -> Optional[Value]:
+        key = dotted(node)
+        if key is not None:
+            if scope.has(key):
+                return scope.lookup(key)
+            head = key.split(".", 1)[0]
+            if not scope.has(head) and head in self.imports.names:
+                return None  # torch.float32, nn.Linear...: names, not values
+        base = self.expr(node.value, scope)
+        if base is None:
+            return None
+        attr = node.attr.value
+        if base.kind in _TENSORISH:
+            if attr in api.TENSOR_ATTRIBUTES:
+                return self.derived(node, [base])
+            if attr == "device":
+                return Value(Kind.DEVICE, node, sources=(base,), time=self.time)
+        return None
+
+    def subscript(self, node: cst.Subscript, scope: Scope) -> Optional[Value]:
+        base = self.expr(node.value, scope)
+        indices: list[Optional[Value]] = []
+        for element in node.slice:
+            if isinstance(element.slice, cst.Index):
+                indices.append(self.expr(element.slice.value, scope))
+            else:
+                self.generic(element.slice, scope)
+        if base is None or base.kind is not Kind.TENSOR:
+            return None  # batch[0], batch["x"]: what the loader yields is not known here
+        tensor_indices = [i for i in indices if _is_tensorish(i)]
+        if tensor_indices:
+            self.facts.uses.append(Use("index", node, self.time, (base, *tensor_indices)))
+        return self.derived(node, [base])
+
+    # -- calls ---------------------------------------------------------------------
+
+    def device_arg_place(self, node: cst.BaseExpression, scope: Scope) -> tuple[Optional[Place], Optional[Value]]:
+        """Where ``.to(node)`` or ``device=node`` puts a value: (place, value it follows)."""
+        text = _string_value(node)
+        if text is not None:
+            return _device_string_place(text), None
+        qual = self.imports.resolve(node)
+        if qual is not None and api.is_dtype(qual):
+            return None, None
+        if isinstance(node, cst.Integer):
+            return Place.DEVICE, None
+        value = self.expr(node, scope)
+        if value is not None and value.kind is Kind.DEVICE:
+            if value.explicit is not None:
+                return value.explicit, None
+            return None, value
+        if value is not None and value.kind in _TENSORISH:
+            return None, value
+        if isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.IfExp)):
+            # args.device, a device parameter, get_device(): a device chosen elsewhere.
+            return Place.DEVICE, None
+        return None, None
+
+    def call(self, node: cst.Call, scope: Scope) -> Optional[Value]:
+        self.tick()
+        func = node.func
+        if isinstance(func, cst.Attribute):
+            key = dotted(func)
+            callee = scope.lookup(key) if key is not None else None
+            if callee is not None:  # self.model(x), where self.model was bound in this scope
+                return self.value_call(node, callee, scope)
+            head = key.split(".", 1)[0] if key is not None else None
+            qual = None
+            if head is not None and not scope.has(head):
+                qual = self.imports.resolve(func)
+            if qual is None:
+                return self.method_call(node, func, scope)
+            return self.qualified_call(node, qual, scope)
+        if isinstance(func, cst.Name):
+            self.facts.names_in_use.add(func.value)
+            if scope.has(func.value) and func.value not in self.module_classes:
+                callee = scope.lookup(func.value)
+                if callee is not None:
+                    return self.value_call(node, callee, scope)
+                self.args(node, scope)
+                return None
+            if func.value in self.module_classes:
+                return self.qualified_call(node, "<local>." + func.value, scope)
+            qual = self.imports.names.get(func.value)
+            if qual is None:
+                values = self.args(node, scope)
+                if func.value == "tqdm" and values and values[0] is not None and values[0].kind is Kind.LOADER:
+                    return values[0]  # a progress bar yields what the loader yields
+                return None
+            return self.qualified_call(node, qual, scope)
+        callee = self.expr(func, scope)
+        if callee is not None:
+            return self.value_call(node, callee, scope)
+        self.args(node, scope)
+        return None
+
+    def value_call(self, node: cst.Call, callee: Value, scope: Scope) -> Optional[Value]:
+        if callee.kind is Kind.MODULE:
+            return self.module_call(node, callee, scope)
+        self.args(node, scope)
+        return None
+
+    def args(self, node: cst.Call, scope: Scope) -> list[Optional[Value]]:
+        return [self.expr(arg.value, scope) for arg in node.args]
+
+    def module_call(self, node: cst.Call, module: Value, scope: Scope) -> Optional[Value]:
+        values = self.args(node, scope)
+        if not module.stateful:
+            self.op(node, values)
+            return self.derived(node, [v for v in values if _is_tensorish(v)])
+        module.used = True
+        pairs = [(v, a.value) for v, a in zip(values, node.args) if _is_tensorish(v)]
+        self.facts.uses.append(
+            Use("call", node, self.time, tuple(v for v, _ in pairs), tuple(n for _, n in pairs), module=module)
+        )
+        return Value(Kind.TENSOR, node, output_of=(module, self.time), time=self.time)
+
+    def qualified_call(self, node: cst.Call, qual: str, scope: Scope) -> Optional[Value]:
+        if qual == "torch.device":
+            return self.torch_device(node, scope)
+        if qual in api.FACTORIES or qual in api.LIKE_FACTORIES:
+            return self.factory(node, qual, scope)
+        if qual in api.CONVERSIONS:
+            self.args(node, scope)
+            return self.new(Kind.TENSOR, node, scope, origin=Origin.CONVERSION)
+        if qual in api.LOAD_FUNCTIONS:
+            self.args(node, scope)
+            has_map_location = _call_kwarg(node, "map_location") is not None or (
+                len(node.args) > 1 and node.args[1].keyword is None
+            )
+            if not has_map_location:
+                self.facts.loads_without_map_location.append((node, scope))  # type: ignore[arg-type]
+            return None
+        if qual in api.DATALOADERS:
+            self.args(node, scope)
+            return Value(Kind.LOADER, node, time=self.time)
+        if api.is_optimizer(qual):
+            self._params_seen = []
+            self.args(node, scope)
+            for params in self._params_seen:
+                module = params.module_of
+                if module is not None:
+                    module.used = True
+                    self.facts.uses.append(Use("train", node, self.time, module=module))
+            self._params_seen = []
+            return Value(Kind.OPTIMIZER, node, time=self.time)
+        if qual in api.MODULE_WRAPPERS:
+            values = self.args(node, scope)
+            return values[0] if values and values[0] is not None and values[0].kind is Kind.MODULE else None
+        if qual.startswith("<local>.") or api.is_module_class(qual):
+            values = self.args(node, scope)
+            stateful = qual.startswith("<local>.") or not api.is_stateless_module(qual)
+            if not stateful and any(_is_tensorish(v) for v in values):
+                stateful = True  # a loss built with weight=tensor holds a buffer
+            return self.new(Kind.MODULE, node, scope, origin=Origin.MODULE, stateful=stateful)
+        if api.is_tensor_function(qual):
+            values = self.args(node, scope)
+            self.op(node, values)
+            return self.derived(node, [v for v in values if _is_tensorish(v)])
+        self.args(node, scope)
+        return None
+
+    def torch_device(self, node: cst.Call, scope: Scope) -> Value:
+        place = Place.DEVICE
+        if node.args:
+            first = node.args[0].value
+            text = _string_value(first)
+            if text is not None:
+                place = _device_string_place(text) or Place.DEVICE
+                if _is_cuda_literal(first) and not self.guard_depth:
+                    self.facts.hardcoded.append(Hardcoded(node, "torch-device", self._binding_name(node)))
+            else:
+                value = self.expr(first, scope)
+                if value is not None and value.kind is Kind.DEVICE and value.explicit is not None:
+                    place = value.explicit
+        return Value(Kind.DEVICE, node, explicit=place, time=self.time)
+
+    def _binding_name(self, node: cst.CSTNode) -> Optional[str]:
+        stmt = self.current_stmt
+        if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+            small = stmt.body[0]
+            if isinstance(small, cst.Assign) and small.value is node and len(small.targets) == 1:
+                target = small.targets[0].target
+                if isinstance(target, cst.Name):
+                    return target.value
+        return None
+
+    def factory(self, node: cst.Call, qual: str, scope: Scope) -> Optional[Value]:
+        values = self.args(node, scope)
+        device_arg = _call_kwarg(node, "device")
+        if device_arg is not None:
+            if _is_cuda_literal(device_arg.value) and not self.guard_depth:
+                self.facts.hardcoded.append(Hardcoded(device_arg, "device-kwarg"))
+            place, follows = self.device_arg_place(device_arg.value, scope)
+            if follows is not None:
+                return Value(Kind.TENSOR, node, sources=(follows,), time=self.time)
+            return Value(Kind.TENSOR, node, explicit=place or Place.UNKNOWN, time=self.time)
+        if qual in api.LIKE_FACTORIES:
+            return self.derived(node, values[:1])
+        return self.new(Kind.TENSOR, node, scope, origin=Origin.FACTORY)
+
+    def method_call(self, node: cst.Call, func: cst.Attribute, scope: Scope) -> Optional[Value]:
+        receiver = self.expr(func.value, scope)
+        method = func.attr.value
+        if method in api.MOVE_METHODS:
+            return self.move(node, func, receiver, method, scope)
+        values = self.args(node, scope)
+        if receiver is None:
+            return None
+        if receiver.kind is Kind.MODULE:
+            if method in api.MODULE_SELF_METHODS:
+                return receiver
+            if method in ("parameters", "named_parameters"):
+                params = Value(Kind.PARAMS, node, module_of=receiver, time=self.time)
+                self._params_seen.append(params)
+                return params
+            if method == "forward":
+                return self.module_call(node, receiver, scope)
+            return None
+        if receiver.kind in _TENSORISH:
+            if method == "numpy":
+                self.facts.uses.append(Use("numpy", node, self.time, (receiver,)))
+                return None
+            if method in api.NON_TENSOR_METHODS:
+                return None
+            self.op(node, [receiver, *values])
+            result = self.derived(node, [receiver, *[v for v in values if _is_tensorish(v)]])
+            if result is not None and not isinstance(func.value, (cst.Name, cst.Attribute)):
+                # A chain on a fresh value: torch.from_numpy(a).float() is moved as a whole.
+                root = receiver if receiver.is_root else receiver.chain_root
+                result.chain_root = root
+            return result
+        if receiver.kind is Kind.PARAMS:
+            self._params_seen.append(receiver)
+        return None
+
+    def move(
+        self, node: cst.Call, func: cst.Attribute, receiver: Optional[Value], method: str, scope: Scope
+    ) -> Optional[Value]:
+        place: Optional[Place]
+        follows: Optional[Value] = None
+        target: Optional[cst.BaseExpression] = None
+        if method == "cpu":
+            place = Place.CPU
+            self.args(node, scope)
+        elif method == "cuda":
+            place = Place.DEVICE
+            if not self.guard_depth and (not node.args or isinstance(node.args[0].value, cst.Integer)):
+                self.facts.hardcoded.append(Hardcoded(node, "cuda-call"))
+            self.args(node, scope)
+        else:
+            place = None
+            positional = [a for a in node.args if a.keyword is None]
+            device_kw = _call_kwarg(node, "device")
+            candidate = device_kw if device_kw is not None else (positional[0] if positional else None)
+            if candidate is not None:
+                target = candidate.value
+                if _is_cuda_literal(target) and not self.guard_depth:
+                    self.facts.hardcoded.append(Hardcoded(candidate, "to-string"))
+                place, follows = self.device_arg_place(target, scope)
+            for arg in node.args:
+                if arg is not candidate:
+                    self.expr(arg.value, scope)
+        if receiver is None:
+            return None
+        if receiver.kind is Kind.MODULE:
+            if place is not None:
+                receiver.moves.append(Move(self.time, place, node, target))
+            elif follows is not None:
+                receiver.moves.append(Move(self.time, follows.explicit or Place.DEVICE, node, target))
+            return receiver
+        if receiver.kind in _TENSORISH:
+            if place is not None:
+                return Value(Kind.TENSOR, node, explicit=place, time=self.time)
+            if follows is not None:
+                return Value(Kind.TENSOR, node, sources=(follows,), time=self.time)
+            result = self.derived(node, [receiver])
+            if result is not None and not isinstance(func.value, (cst.Name, cst.Attribute)):
+                result.chain_root = receiver if receiver.is_root else receiver.chain_root
+            return result
+        return None
+
+    # -- after the walk ------------------------------------------------------------
+
+    def propagate(self) -> None:
+        """Mark the roots that the migration must put on the device, to a fixed point."""
+        facts = self.facts
+        for value in facts.values:
+            if value.kind is Kind.MODULE and value.used and value.stateful:
+                facts.bound.add(id(value))
+        changed = True
+        while changed:
+            changed = False
+            for use in facts.uses:
+                if use.kind == "call":
+                    if facts.module_place(use.module, use.time) is not Place.DEVICE:
+                        continue
+                    pulled = use.values
+                elif use.kind == "op":
+                    if not any(facts.place(v) is Place.DEVICE for v in use.values):
+                        continue
+                    pulled = use.values
+                elif use.kind == "index":
+                    if not any(facts.place(v) is Place.DEVICE for v in use.values[1:]):
+                        continue
+                    pulled = use.values[:1]
+                else:
+                    continue
+                for value in pulled:
+                    for root in facts.roots(value):
+                        if id(root) not in facts.bound:
+                            facts.bound.add(id(root))
+                            changed = True
+
+
+def analyze(module: cst.Module) -> Facts:
+    return Analyzer(module).run()

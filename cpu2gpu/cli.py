@@ -1,0 +1,201 @@
+"""The command line: ``cpu2gpu check | rewrite | rules | verify``."""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+import click
+
+from . import __version__
+from .config import ConfigError, Settings, load_settings
+from .engine import SourceError, check_module, fix_module, parse, select_rules
+from .files import Target, discover, mentions_torch, write_atomic
+from .output import FORMATS, render
+from .rules import ALL_RULES
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+class LazyGroup(click.Group):
+    """Commands that need torch are imported only when they run."""
+
+    lazy = {"verify": "cpu2gpu.runtime.cli:verify"}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.lazy])
+
+    def get_command(self, ctx: click.Context, name: str) -> Optional[click.Command]:
+        if name in self.lazy:
+            module_name, attribute = self.lazy[name].split(":")
+            try:
+                return getattr(importlib.import_module(module_name), attribute)
+            except ImportError as error:
+                return _unavailable(name, error)
+        return super().get_command(ctx, name)
+
+
+def _unavailable(name: str, error: ImportError) -> click.Command:
+    """A command whose module cannot be imported: say so instead of a traceback."""
+
+    @click.command(name, context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+                   help=f"(unavailable: {error})")
+    def command() -> None:
+        click.echo(f"error: `cpu2gpu {name}` cannot start: {error}", err=True)
+        sys.exit(EXIT_ERROR)
+
+    return command
+
+
+@click.group(cls=LazyGroup)
+@click.version_option(__version__, prog_name="cpu2gpu")
+def main() -> None:
+    """Move PyTorch scripts from the CPU to the GPU, and prove the move."""
+
+
+def _error(path: str, error: SourceError) -> None:
+    where = path if error.line is None else f"{path}:{error.line}:{error.column}"
+    click.echo(f"{where}: error: {error.message}", err=True)
+
+
+def _settings(paths: Sequence[str]) -> Settings:
+    try:
+        return load_settings(Path(paths[0]) if paths else Path.cwd())
+    except ConfigError as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(EXIT_ERROR)
+
+
+def _read(target: Target) -> Optional[bytes]:
+    try:
+        return Path(target.path).read_bytes()
+    except FileNotFoundError:
+        click.echo(f"{target.path}: error: no such file or folder", err=True)
+    except IsADirectoryError:
+        click.echo(f"{target.path}: error: is a folder", err=True)
+    except OSError as error:
+        click.echo(f"{target.path}: error: cannot read the file: {error.strerror}", err=True)
+    return None
+
+
+_selection = [
+    click.option("--select", multiple=True, help="Rule codes or prefixes to run (e.g. CG1, CG303)."),
+    click.option("--ignore", multiple=True, help="Rule codes or prefixes to skip."),
+]
+
+
+def selection_options(func):
+    for option in reversed(_selection):
+        func = option(func)
+    return func
+
+
+def _split(values: Sequence[str]) -> list[str]:
+    return [part for value in values for part in value.split(",") if part.strip()]
+
+
+def _rules(settings: Settings, select: Sequence[str], ignore: Sequence[str]):
+    chosen_select = _split(select) or settings.select
+    return select_rules(chosen_select, [*settings.ignore, *_split(ignore)], settings.extend_select)
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--output-format", type=click.Choice(FORMATS), default="text", show_default=True)
+@selection_options
+def check(paths: tuple[str, ...], output_format: str, select: tuple[str, ...], ignore: tuple[str, ...]) -> None:
+    """Report device-placement problems (reads the code, never runs it)."""
+    settings = _settings(paths)
+    rules = _rules(settings, select, ignore)
+    findings = []
+    errors = 0
+    for target in discover(paths, settings.exclude):
+        data = _read(target)
+        if data is None:
+            errors += 1
+            continue
+        if not target.named and not mentions_torch(data):
+            continue
+        try:
+            findings.extend(check_module(parse(data), target.path, rules))
+        except SourceError as error:
+            _error(target.path, error)
+            errors += 1
+    click.echo(render(findings, output_format, errors))
+    sys.exit(EXIT_ERROR if errors else EXIT_FINDINGS if findings else EXIT_CLEAN)
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--in-place", is_flag=True, help="Write the fixes into the files.")
+@click.option("--check", "check_only", is_flag=True, help="Write nothing; exit 1 if a file would change.")
+@click.option("--unsafe-fixes", is_flag=True, help="Also apply the fixes that change behaviour.")
+@selection_options
+def rewrite(paths: tuple[str, ...], in_place: bool, check_only: bool, unsafe_fixes: bool,
+            select: tuple[str, ...], ignore: tuple[str, ...]) -> None:
+    """Apply the fixes: a unified diff by default, the files with --in-place."""
+    settings = _settings(paths)
+    rules = _rules(settings, select, ignore)
+    errors = changed = 0
+    for target in discover(paths, settings.exclude):
+        data = _read(target)
+        if data is None:
+            errors += 1
+            continue
+        if not target.named and not mentions_torch(data):
+            continue
+        try:
+            module = parse(data)
+            new = fix_module(module, target.path, rules, unsafe_fixes).bytes
+        except SourceError as error:
+            _error(target.path, error)
+            errors += 1
+            continue
+        if new == data:
+            continue
+        changed += 1
+        if check_only:
+            click.echo(f"Would rewrite {target.path}")
+        elif in_place:
+            try:
+                write_atomic(target.path, new)
+            except OSError as error:
+                click.echo(f"{target.path}: error: cannot write the file: {error.strerror}", err=True)
+                errors += 1
+                continue
+            click.echo(f"Rewrote {target.path}", err=True)
+        else:
+            encoding = module.encoding
+            old_text = data.decode(encoding, errors="replace").splitlines(keepends=True)
+            new_text = new.decode(encoding, errors="replace").splitlines(keepends=True)
+            diff = difflib.unified_diff(old_text, new_text, f"a/{target.path}", f"b/{target.path}")
+            click.echo("".join(_terminated(diff)), nl=False)
+    if check_only and changed:
+        sys.exit(EXIT_ERROR if errors else EXIT_FINDINGS)
+    sys.exit(EXIT_ERROR if errors else EXIT_CLEAN)
+
+
+def _terminated(lines):
+    for line in lines:
+        yield line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+
+
+@main.command()
+@click.option("--output-format", type=click.Choice(FORMATS), default="text", show_default=True)
+def rules(output_format: str) -> None:
+    """List the rule catalog."""
+    if output_format == "json":
+        import json
+
+        click.echo(json.dumps([
+            {"code": r.code, "name": r.name, "fix": r.fix_safety, "default": r.default_enabled, "summary": r.summary()}
+            for r in ALL_RULES
+        ], indent=2))
+        return
+    for rule in ALL_RULES:
+        fix = {"safe": "fix", "unsafe": "unsafe fix", None: "no fix"}[rule.fix_safety]
+        off = "" if rule.default_enabled else " (off unless selected)"
+        click.echo(f"{rule.code}  {rule.name:<28} {fix:<11} {rule.summary()}{off}")

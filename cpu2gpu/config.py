@@ -1,0 +1,55 @@
+"""Settings from ``[tool.cpu2gpu]`` in the nearest pyproject.toml."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python < 3.11
+    import tomli as tomllib  # type: ignore[no-redef]
+
+
+@dataclass
+class Settings:
+    select: list[str] = field(default_factory=list)
+    ignore: list[str] = field(default_factory=list)
+    extend_select: list[str] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)
+    source: Optional[str] = None
+
+
+class ConfigError(Exception):
+    pass
+
+
+def find_pyproject(start: Path) -> Optional[Path]:
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_settings(start: Path) -> Settings:
+    path = find_pyproject(start)
+    if path is None:
+        return Settings()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise ConfigError(f"{path}: cannot read [tool.cpu2gpu]: {error}") from None
+    table = data.get("tool", {}).get("cpu2gpu", {})
+
+    def strings(key: str) -> list[str]:
+        value = table.get(key, table.get(key.replace("_", "-"), []))
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{path}: [tool.cpu2gpu] {key.replace('_', '-')} must be a list of strings")
+        return value
+
+    return Settings(strings("select"), strings("ignore"), strings("extend_select"), strings("exclude"), str(path))

@@ -1,0 +1,162 @@
+"""The facts one analysis pass records about a file, which every rule reads.
+
+A ``Value`` is what a name may hold: a module, a tensor, a loader batch, an optimizer,
+a device. Where it was made, how it was placed and what it met are kept as plain
+data so that a rule is a small query (see ``cpu2gpu.rules``).
+
+Placement is judged *after the migration*: a value that nothing pins to a device is
+"bound" for the device when it meets the model or a device tensor, and then counts
+as on the device, because the rewrite will move it there. That is how the checker
+reports, on a script with no device yet, what will break once it has one.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Optional
+
+import libcst as cst
+
+
+class Place(enum.Enum):
+    CPU = "cpu"
+    DEVICE = "device"
+    UNKNOWN = "unknown"
+
+
+class Kind(enum.Enum):
+    MODULE = "module"
+    TENSOR = "tensor"
+    LOADER = "loader"
+    BATCH = "batch"
+    OPTIMIZER = "optimizer"
+    DEVICE = "device"
+    PARAMS = "params"
+
+
+class Origin(enum.Enum):
+    """How a fixable root came to be: decides the shape of its fix."""
+
+    FACTORY = "factory"  # torch.zeros(...): gets device=
+    CONVERSION = "conversion"  # torch.from_numpy(...): gets .to(device)
+    MODULE = "module"  # Net(): gets .to(device)
+    LOOP = "loop"  # for x, y in loader: moved at the top of the body
+
+
+@dataclass(eq=False)
+class Move:
+    time: int
+    place: Place
+    node: cst.CSTNode  # the .to()/.cuda()/.cpu() call
+    target: Optional[cst.BaseExpression]  # the device expression given to .to(), if any
+
+
+@dataclass(eq=False)
+class Value:
+    kind: Kind
+    node: cst.CSTNode
+    name: Optional[str] = None  # the first name it was bound to
+    # A root is made here, with no device given: the rewrite can place it.
+    origin: Optional[Origin] = None
+    explicit: Optional[Place] = None
+    sources: tuple["Value", ...] = ()
+    # For a module's output: the module, and when it was called.
+    output_of: Optional[tuple["Value", int]] = None
+    time: int = 0
+    # Modules: moves after creation (modules move in place); whether they hold state.
+    moves: list[Move] = field(default_factory=list)
+    stateful: bool = True
+    used: bool = False
+    # Fix anchors: the expression to chain ``.to(device)`` on, the statement that
+    # binds it, and for loop variables the loop.
+    fix_node: Optional[cst.CSTNode] = None
+    binding_stmt: Optional[cst.CSTNode] = None
+    loop: Optional[cst.For] = None
+    scope: Optional[object] = None
+    # Chain of tensor methods on a fresh root, e.g. torch.from_numpy(a).float().
+    chain_root: Optional["Value"] = None
+    # Devices: whether this device value can be the GPU.
+    module_of: Optional["Value"] = None  # PARAMS: the module whose parameters these are
+
+    @property
+    def is_root(self) -> bool:
+        return self.origin is not None
+
+
+@dataclass(eq=False)
+class Use:
+    """Where values meet. ``kind`` is one of: call, op, index, numpy, train."""
+
+    kind: str
+    node: cst.CSTNode
+    time: int
+    values: tuple[Value, ...] = ()
+    arg_nodes: tuple[cst.CSTNode, ...] = ()
+    module: Optional[Value] = None
+
+
+@dataclass
+class Hardcoded:
+    """A literal CUDA placement with no fallback (``.cuda()``, ``"cuda"``)."""
+
+    node: cst.CSTNode
+    form: str  # "cuda-call" | "to-string" | "device-kwarg" | "torch-device" | "device-string"
+    binding_name: Optional[str] = None
+
+
+@dataclass
+class Facts:
+    module: cst.Module
+    torch_alias: Optional[str] = None  # how ``torch`` is spelled here, if imported
+    values: list[Value] = field(default_factory=list)
+    uses: list[Use] = field(default_factory=list)
+    hardcoded: list[Hardcoded] = field(default_factory=list)
+    loads_without_map_location: list[cst.Call] = field(default_factory=list)
+    # Names of module-level device variables that can be the GPU, in binding order.
+    device_names: list[str] = field(default_factory=list)
+    device_binding_time: dict[str, int] = field(default_factory=dict)
+    names_in_use: set[str] = field(default_factory=set)
+    last_import_stmt: Optional[cst.CSTNode] = None
+    bound: set[int] = field(default_factory=set)  # ids of roots bound for the device
+
+    # -- placement after the migration ------------------------------------------------
+
+    def is_bound(self, value: Value) -> bool:
+        return id(value) in self.bound
+
+    def module_place(self, module: Value, time: int) -> Place:
+        placed = [m for m in module.moves if m.time <= time]
+        if placed:
+            return placed[-1].place
+        if module.explicit is not None:
+            return module.explicit
+        return Place.DEVICE if self.is_bound(module) else Place.CPU
+
+    def place(self, value: Value) -> Place:
+        if value.kind is Kind.MODULE:
+            return self.module_place(value, value.time)
+        if value.explicit is not None:
+            return value.explicit
+        if value.output_of is not None:
+            module, time = value.output_of
+            return self.module_place(module, time)
+        if value.is_root:
+            return Place.DEVICE if self.is_bound(value) else Place.CPU
+        if not value.sources:
+            return Place.UNKNOWN
+        places = {self.place(s) for s in value.sources}
+        if Place.DEVICE in places:
+            return Place.DEVICE
+        return Place.CPU if places == {Place.CPU} else Place.UNKNOWN
+
+    def roots(self, value: Value) -> list[Value]:
+        """The fixable roots whose placement decides this value's."""
+        if value.is_root:
+            return [value]
+        if value.explicit is not None or value.output_of is not None:
+            return []
+        found: list[Value] = []
+        for source in value.sources:
+            found.extend(r for r in self.roots(source) if r not in found)
+        return found

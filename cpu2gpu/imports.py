@@ -1,0 +1,74 @@
+"""Resolve the names a file uses to the qualified torch names they stand for."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+
+def dotted(node: cst.BaseExpression) -> Optional[str]:
+    """``a.b.c`` for a chain of attributes on a name, else None."""
+    parts: list[str] = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if not isinstance(node, cst.Name):
+        return None
+    parts.append(node.value)
+    return ".".join(reversed(parts))
+
+
+class ImportTable:
+    """Local name -> qualified name, from ``import`` and ``from ... import`` statements."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+        # How ``torch`` itself is spelled (``torch``, or ``T`` after ``import torch as T``).
+        self.torch_alias: Optional[str] = None
+        self.imports_torch_module = False
+
+    def add(self, node: cst.Import | cst.ImportFrom) -> None:
+        if isinstance(node, cst.Import):
+            for alias in node.names:
+                full = dotted(alias.name)
+                if full is None:
+                    continue
+                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                    local = alias.asname.name.value
+                    self.names[local] = full
+                else:
+                    local = full.split(".", 1)[0]
+                    self.names[local] = local
+                if self.names[local] == "torch" and self.torch_alias is None:
+                    self.torch_alias = local
+                    self.imports_torch_module = True
+            return
+        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+            return
+        module = dotted(node.module)
+        if module is None:
+            return
+        for alias in node.names:
+            if not isinstance(alias.name, cst.Name):
+                continue
+            name = alias.name.value
+            local = name
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                local = alias.asname.name.value
+            self.names[local] = f"{module}.{name}"
+
+    def resolve(self, node: cst.BaseExpression) -> Optional[str]:
+        """The qualified name of ``node`` if it starts with an imported name."""
+        name = dotted(node)
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        full = self.names.get(head)
+        if full is None:
+            return None
+        return f"{full}.{rest}" if rest else full
+
+    @property
+    def mentions_torch(self) -> bool:
+        return any(q == "torch" or q.startswith("torch.") for q in self.names.values())

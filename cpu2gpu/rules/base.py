@@ -1,0 +1,72 @@
+"""What a rule is: a code, a name, a message, examples, and a query over Facts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Iterator, Optional
+
+import libcst as cst
+
+from ..facts import Facts
+from ..fixes import DeviceSetup, Fix
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """Source that the rule must flag; ``fixed`` is what ``rewrite`` must turn it into."""
+
+    code: str
+    fixed: Optional[str] = None
+
+
+@dataclass(eq=False)
+class Hit:
+    """A finding before positions: the node it points at, and its fix."""
+
+    code: str
+    name: str
+    message: str
+    node: cst.CSTNode
+    fix: Optional[Fix] = None
+
+
+class RuleContext:
+    """What rules share for one file: the facts and the device to move things to."""
+
+    def __init__(self, facts: Facts, setup: DeviceSetup) -> None:
+        self.facts = facts
+        self.setup = setup
+
+    def device_for(self, scope: object = None) -> tuple[str, bool]:
+        """The device name to use at a site in ``scope``, and whether the setup must be added."""
+        name = scope.device_name() if scope is not None and hasattr(scope, "device_name") else None
+        if name is None and self.facts.device_names:
+            name = self.facts.device_names[0]
+        if name is not None:
+            return name, False
+        return self.setup.name, True
+
+
+class Rule:
+    code: ClassVar[str]
+    name: ClassVar[str]
+    message: ClassVar[str]
+    # "safe": applied by rewrite; "unsafe": only with --unsafe-fixes; None: no fix.
+    fix_safety: ClassVar[Optional[str]] = "safe"
+    # Hints that are off unless selected (noisy in a hook, no fix).
+    default_enabled: ClassVar[bool] = True
+    VALID: ClassVar[list[str]] = []
+    INVALID: ClassVar[list[Invalid]] = []
+
+    def check(self, ctx: RuleContext) -> Iterator[Hit]:
+        raise NotImplementedError
+
+    def hit(self, node: cst.CSTNode, fix: Optional[Fix] = None, message: Optional[str] = None) -> Hit:
+        if fix is not None:
+            fix.safe = self.fix_safety == "safe"
+        return Hit(self.code, self.name, message or self.message, node, fix)
+
+    @classmethod
+    def summary(cls) -> str:
+        doc = (cls.__doc__ or "").strip()
+        return doc.splitlines()[0] if doc else cls.message

@@ -1,0 +1,76 @@
+"""CG101 model-not-moved."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from ..facts import Kind, Place
+from ..fixes import Fix, InsertAfter, Replace, chain_to
+from .base import Hit, Invalid, Rule, RuleContext
+
+
+class ModelNotMoved(Rule):
+    """A module that is called or trained never reaches the device.
+
+    What it finds: an ``nn.Module`` instance (a class of the file, a ``torch.nn`` layer,
+    a ``torchvision.models`` factory) that is called on data or whose parameters go to
+    an optimizer, with no ``.to(device)`` / ``.cuda()`` anywhere.
+
+    Why it breaks on the GPU: its weights stay on the CPU. Fed device tensors it fails
+    with "Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor)
+    should be the same"; fed CPU tensors it silently trains on the CPU.
+
+    Example::
+
+        model = Net()                      # before
+        model = Net().to(device)           # after
+    """
+
+    code = "CG101"
+    name = "model-not-moved"
+    message = "module `{name}` is used but never moved to the device"
+    VALID = [
+        "import torch.nn as nn\nmodel = nn.Linear(1, 1).to(device)\nmodel(x)\n",
+        "import torch.nn as nn\nmodel = nn.Linear(1, 1)\nmodel.to(device)\nmodel(x)\n",
+        "import torch.nn as nn\nmodel = nn.Linear(1, 1)\nif use_cuda:\n    model.cuda()\nmodel(x)\n",
+        "import torch.nn as nn\nrelu = nn.ReLU()\nrelu(x)\n",
+        "import torch.nn as nn\nmodel = nn.Linear(1, 1)\n",
+    ]
+    INVALID = [
+        Invalid(
+            "import torch\nimport torch.nn as nn\n\nmodel = nn.Linear(1, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n",
+            "import torch\nimport torch.nn as nn\n\n"
+            'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n\n'
+            "model = nn.Linear(1, 1).to(device)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n",
+        ),
+        Invalid(
+            "from torch import nn\nclass Net(nn.Module):\n    pass\nnet = nn.DataParallel(Net())\nnet(x)\n",
+            "from torch import nn\nimport torch\n\n"
+            'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+            "class Net(nn.Module):\n    pass\nnet = nn.DataParallel(Net())\nnet.to(device)\nnet(x)\n",
+        ),
+    ]
+
+    def check(self, ctx: RuleContext) -> Iterator[Hit]:
+        facts = ctx.facts
+        for value in facts.values:
+            if value.kind is not Kind.MODULE or not facts.is_bound(value) or value.explicit is not None:
+                continue
+            if any(move.place is Place.DEVICE for move in value.moves):
+                continue
+            device, needs_setup = ctx.device_for(value.scope)
+            stmt = value.binding_stmt
+            if value.fix_node is not None:
+                edit = Replace(value.fix_node, lambda node, d=device: chain_to(node, d))
+            elif stmt is not None and value.name is not None:
+                edit = InsertAfter(stmt, f"{value.name}.to({device})")
+            else:
+                edit = Replace(value.node, lambda node, d=device: chain_to(node, d))
+            fix = Fix([edit], needs_device_setup=needs_setup, description=f"move `{value.name}` to the device")
+            yield self.hit(value.node, fix, self.message.format(name=value.name or _code(value.node)))
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)

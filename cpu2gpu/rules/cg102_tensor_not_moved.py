@@ -1,0 +1,84 @@
+"""CG102 tensor-not-moved."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from ..facts import Kind, Origin
+from ..fixes import Fix, Replace, add_keyword, chain_to
+from .base import Hit, Invalid, Rule, RuleContext
+
+
+class TensorNotMoved(Rule):
+    """A tensor that meets the model or a device tensor stays on the CPU.
+
+    What it finds: a tensor made by a torch factory (``torch.tensor``, ``zeros``,
+    ``randn``, ...) or converted from other data (``torch.from_numpy``) without a
+    device, that is fed to a module on the device or combined with a device tensor.
+
+    Why it breaks on the GPU: "Expected all tensors to be on the same device, but
+    found at least two devices, cuda:0 and cpu!". A factory gets ``device=``, not
+    ``.to(device)``: on a leaf made with ``requires_grad=True`` a ``.to`` gives a
+    non-leaf copy that an optimizer rejects.
+
+    Example::
+
+        x = torch.tensor([[1.0]])                 # before
+        x = torch.tensor([[1.0]], device=device)  # after
+        a = torch.from_numpy(arr).float()         # before
+        a = torch.from_numpy(arr).float().to(device)  # after
+    """
+
+    code = "CG102"
+    name = "tensor-not-moved"
+    message = "tensor `{name}` stays on the CPU but meets {what} on the device"
+    VALID = [
+        "import torch\nx = torch.zeros(3, device=device)\nmodel = torch.nn.Linear(3, 1).to(device)\nmodel(x)\n",
+        "import torch\nx = torch.zeros(3)\nprint(x.sum())\n",
+        "import torch\nmodel = torch.nn.Linear(3, 1).to(device)\nx = torch.zeros(3).to(device)\nmodel(x)\n",
+        "import torch\nidx = torch.arange(3)\nlengths = torch.tensor([3, 2])\nprint(idx[lengths])\n",
+    ]
+    INVALID = [
+        Invalid(
+            "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "model = torch.nn.Linear(3, 1).to(device)\nw = torch.randn(3, requires_grad=True)\nmodel(w)\n",
+            "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "model = torch.nn.Linear(3, 1).to(device)\nw = torch.randn(3, requires_grad=True, device=device)\nmodel(w)\n",
+        ),
+        Invalid(
+            "import torch\nimport numpy as np\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "model = torch.nn.Linear(3, 1).to(device)\nx = torch.from_numpy(np.ones(3)).float()\nloss = model(x)\n",
+            "import torch\nimport numpy as np\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "model = torch.nn.Linear(3, 1).to(device)\nx = torch.from_numpy(np.ones(3)).float().to(device)\nloss = model(x)\n",
+        ),
+        Invalid(
+            "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "a = torch.ones(2, device=device)\nb = torch.ones(2)\nc = a + b * 2\n",
+            "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "a = torch.ones(2, device=device)\nb = torch.ones(2, device=device)\nc = a + b * 2\n",
+        ),
+    ]
+
+    def check(self, ctx: RuleContext) -> Iterator[Hit]:
+        facts = ctx.facts
+        for value in facts.values:
+            if value.kind is not Kind.TENSOR or not facts.is_bound(value) or value.explicit is not None:
+                continue
+            device, needs_setup = ctx.device_for(value.scope)
+            if value.origin is Origin.FACTORY:
+                edit = Replace(value.node, lambda node, d=device: add_keyword(node, "device", cst.parse_expression(d)))
+            else:
+                anchor = value.fix_node or value.node
+                edit = Replace(anchor, lambda node, d=device: chain_to(node, d))
+            fix = Fix([edit], needs_device_setup=needs_setup)
+            name = value.name or cst.Module([]).code_for_node(value.node)
+            yield self.hit(value.node, fix, self.message.format(name=name, what=self._what(ctx, value)))
+
+    @staticmethod
+    def _what(ctx: RuleContext, value) -> str:
+        for use in ctx.facts.uses:
+            if use.kind == "call" and any(value in ctx.facts.roots(v) for v in use.values):
+                return f"the model `{use.module.name or 'module'}`"
+        return "a tensor"

@@ -1,0 +1,75 @@
+"""CG201 hardcoded-cuda."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from ..fixes import Fix, Replace, method_call
+from .base import Hit, Invalid, Rule, RuleContext
+
+
+class HardcodedCuda(Rule):
+    """CUDA named with no fallback to the CPU.
+
+    What it finds: ``.cuda()``, ``.to("cuda")``, ``device="cuda"``,
+    ``torch.device("cuda")`` and ``device = "cuda"`` outside any check of
+    ``torch.cuda.is_available()`` (or a ``use_cuda``/``args.cuda`` flag).
+
+    Why it breaks: the script works on the GPU box and crashes everywhere else
+    ("Torch not compiled with CUDA enabled", "No CUDA GPUs are available"): CI, a
+    laptop, the CPU fallback a migrated script must keep.
+
+    Example::
+
+        model = Net().cuda()        # before
+        model = Net().to(device)    # after, with device chosen once:
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    """
+
+    code = "CG201"
+    name = "hardcoded-cuda"
+    message = "`{code}` requires CUDA; use the device variable so the script still runs on the CPU"
+    VALID = [
+        "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\nx = torch.ones(1).to(device)\n",
+        "import torch\nif torch.cuda.is_available():\n    x = torch.ones(1).cuda()\n",
+        "import torch\nif use_cuda:\n    model.cuda()\n",
+    ]
+    INVALID = [
+        Invalid(
+            "import torch\nx = torch.ones(1).cuda()\n",
+            "import torch\n\ndevice = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")\nx = torch.ones(1).to(device)\n",
+        ),
+        Invalid(
+            "import torch\ndevice = torch.device('cuda')\nx = torch.ones(1, device='cuda')\n",
+            "import torch\ndevice = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")\nx = torch.ones(1, device=device)\n",
+        ),
+    ]
+
+    def check(self, ctx: RuleContext) -> Iterator[Hit]:
+        facts = ctx.facts
+        torch_name = facts.torch_alias or "torch"
+        fallback = f'"cuda" if {torch_name}.cuda.is_available() else "cpu"'
+        for found in facts.hardcoded:
+            device, needs_setup = ctx.device_for(None)
+            node = found.node
+            if found.form == "cuda-call":
+                assert isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+                build = lambda n, d=device: method_call(n.func.value, "to", cst.parse_expression(d))  # noqa: E731
+            elif found.form in ("to-string", "device-kwarg"):
+                build = lambda n, d=device: n.with_changes(value=cst.parse_expression(d))  # noqa: E731
+            elif found.form == "torch-device" and found.binding_name is not None:
+                # device = torch.device("cuda"): this is the script's device; give it the fallback.
+                needs_setup = False
+                build = lambda n: n.with_changes(  # noqa: E731
+                    args=[cst.Arg(cst.parse_expression(fallback))]
+                )
+            elif found.form == "device-string":
+                needs_setup = False
+                build = lambda n: cst.parse_expression(fallback)  # noqa: E731
+            else:
+                build = lambda n, d=device: cst.parse_expression(d)  # noqa: E731
+            code = cst.Module([]).code_for_node(node)
+            yield self.hit(node, Fix([Replace(node, build)], needs_device_setup=needs_setup),
+                           self.message.format(code=code))

@@ -1,0 +1,49 @@
+"""CG202 load-without-map-location."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from ..fixes import Fix, Replace, add_keyword
+from .base import Hit, Invalid, Rule, RuleContext
+
+
+class LoadWithoutMapLocation(Rule):
+    """``torch.load`` without ``map_location``.
+
+    What it finds: a call of ``torch.load(...)`` that does not say where the
+    loaded tensors go.
+
+    Why it breaks: a checkpoint saved on a GPU loads its tensors back to the GPU
+    they were saved from. On a machine without CUDA that fails ("Attempting to
+    deserialize object on a CUDA device but torch.cuda.is_available() is False"),
+    and on a multi-GPU machine it fills GPU 0.
+
+    Example::
+
+        state = torch.load("model.pt")                       # before
+        state = torch.load("model.pt", map_location=device)  # after
+    """
+
+    code = "CG202"
+    name = "load-without-map-location"
+    message = "`torch.load` without `map_location` fails on a machine without the GPU the file was saved on"
+    VALID = [
+        "import torch\nstate = torch.load('m.pt', map_location=device)\n",
+        "import torch\nstate = torch.load('m.pt', 'cpu')\n",
+    ]
+    INVALID = [
+        Invalid(
+            "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\nstate = torch.load('m.pt')\n",
+            "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "state = torch.load('m.pt', map_location=device)\n",
+        ),
+    ]
+
+    def check(self, ctx: RuleContext) -> Iterator[Hit]:
+        for call, scope in ctx.facts.loads_without_map_location:
+            device, needs_setup = ctx.device_for(scope)
+            build = lambda n, d=device: add_keyword(n, "map_location", cst.parse_expression(d))  # noqa: E731
+            yield self.hit(call, Fix([Replace(call, build)], needs_device_setup=needs_setup))

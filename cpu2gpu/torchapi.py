@@ -1,0 +1,126 @@
+"""What the analysis knows about the torch API, by qualified name.
+
+Kept as plain data so that the rules and the walker share one vocabulary.
+"""
+
+from __future__ import annotations
+
+# Functions that build a tensor from scratch and take ``device=``.
+FACTORIES = frozenset(
+    "torch." + name
+    for name in (
+        "tensor as_tensor zeros ones empty full rand randn randint randperm "
+        "arange range linspace logspace eye normal scalar_tensor empty_strided "
+        "tril_indices triu_indices complex polar bernoulli_ sparse_coo_tensor"
+    ).split()
+)
+
+# Functions that wrap non-tensor data and have no ``device=``: fixed with ``.to(device)``.
+CONVERSIONS = frozenset({"torch.from_numpy", "torch.frombuffer", "torch.Tensor", "torch.FloatTensor",
+                         "torch.LongTensor", "torch.IntTensor", "torch.DoubleTensor", "torch.BoolTensor"})
+
+# ``*_like`` factories inherit the device of their first argument.
+LIKE_FACTORIES = frozenset(
+    "torch." + name
+    for name in "zeros_like ones_like empty_like full_like rand_like randn_like randint_like".split()
+)
+
+# Tensor methods whose result is not a tensor (or is the same Python value kind).
+NON_TENSOR_METHODS = frozenset(
+    "item tolist size dim numel nelement element_size stride data_ptr backward is_contiguous "
+    "register_hook storage_offset get_device __len__ is_floating_point equal".split()
+)
+
+# Tensor attributes that are tensors themselves.
+TENSOR_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "data", "grad", "real", "imag"})
+
+# Module methods that return the module itself.
+MODULE_SELF_METHODS = frozenset(
+    "train eval float half double bfloat16 requires_grad_ share_memory zero_grad apply".split()
+)
+
+# Methods that place a value: handled as moves.
+MOVE_METHODS = frozenset({"to", "cuda", "cpu"})
+
+DTYPE_NAMES = frozenset(
+    "float float16 float32 float64 half double bfloat16 int int8 int16 int32 int64 long short "
+    "uint8 bool complex64 complex128 cfloat cdouble".split()
+)
+
+# torch.nn classes that hold no parameters or buffers: moving them changes nothing,
+# and calling them is a plain tensor operation.
+_STATELESS_NN = (
+    "ReLU ReLU6 LeakyReLU PReLU_ ELU SELU CELU GELU SiLU Mish Sigmoid Tanh Hardtanh Hardswish "
+    "Hardsigmoid Softplus Softsign Softshrink Hardshrink Tanhshrink LogSigmoid Threshold GLU "
+    "Softmax Softmin LogSoftmax Softmax2d Dropout Dropout1d Dropout2d Dropout3d AlphaDropout "
+    "FeatureAlphaDropout Flatten Unflatten Identity MaxPool1d MaxPool2d MaxPool3d AvgPool1d "
+    "AvgPool2d AvgPool3d AdaptiveAvgPool1d AdaptiveAvgPool2d AdaptiveAvgPool3d AdaptiveMaxPool1d "
+    "AdaptiveMaxPool2d AdaptiveMaxPool3d LPPool1d LPPool2d FractionalMaxPool2d Upsample "
+    "UpsamplingNearest2d UpsamplingBilinear2d PixelShuffle PixelUnshuffle ChannelShuffle "
+    "ZeroPad1d ZeroPad2d ZeroPad3d ConstantPad1d ConstantPad2d ConstantPad3d ReflectionPad1d "
+    "ReflectionPad2d ReflectionPad3d ReplicationPad1d ReplicationPad2d ReplicationPad3d "
+    "CosineSimilarity PairwiseDistance Fold Unfold"
+).split()
+STATELESS_MODULES = frozenset("torch.nn." + n for n in _STATELESS_NN)
+
+# Losses: stateless unless built with tensor arguments (weight=, pos_weight=).
+LOSS_SUFFIX = "Loss"
+
+# Wrappers that return (a view of) the module they are given.
+MODULE_WRAPPERS = frozenset({
+    "torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
+    "torch.nn.parallel.DistributedDataParallel", "torch.compile", "torch.jit.script",
+})
+
+# Base classes that make a class defined in the file a module.
+MODULE_BASES = frozenset({
+    "torch.nn.Module", "pytorch_lightning.LightningModule", "lightning.LightningModule",
+    "lightning.pytorch.LightningModule",
+})
+
+# Factories from model zoos that return modules.
+MODULE_FACTORY_PREFIXES = ("torchvision.models.", "timm.create_model", "torch.hub.load")
+
+DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+
+OPTIMIZER_PREFIX = "torch.optim."
+
+LOAD_FUNCTIONS = frozenset({"torch.load"})
+
+
+def is_module_class(qualname: str) -> bool:
+    """A torch.nn class (layer, container, loss) or a model-zoo factory."""
+    if qualname in MODULE_WRAPPERS:
+        return False
+    if qualname.startswith("torch.nn.") and not qualname.startswith(("torch.nn.functional.", "torch.nn.init.", "torch.nn.utils.")):
+        last = qualname.rsplit(".", 1)[1]
+        return last[:1].isupper() and last != "Parameter"
+    return qualname.startswith(MODULE_FACTORY_PREFIXES) or qualname.endswith(".from_pretrained")
+
+
+def is_stateless_module(qualname: str) -> bool:
+    return qualname in STATELESS_MODULES or (qualname.startswith("torch.nn.") and qualname.endswith(LOSS_SUFFIX))
+
+
+def is_optimizer(qualname: str) -> bool:
+    if not qualname.startswith(OPTIMIZER_PREFIX) or ".lr_scheduler" in qualname or ".swa_utils" in qualname:
+        return False
+    return qualname.rsplit(".", 1)[1][:1].isupper()
+
+
+def is_dtype(qualname: str) -> bool:
+    return qualname.startswith("torch.") and qualname.count(".") == 1 and qualname[6:] in DTYPE_NAMES
+
+
+def is_tensor_function(qualname: str) -> bool:
+    """torch.* / torch.nn.functional.* functions that compute on tensors."""
+    if qualname.startswith("torch.nn.functional."):
+        return True
+    if not qualname.startswith("torch.") or qualname.count(".") != 1:
+        return False
+    name = qualname[6:]
+    return name[:1].islower() and name not in {"device", "load", "save", "manual_seed", "no_grad",
+                                               "set_grad_enabled", "is_tensor", "numel", "compile",
+                                               "set_num_threads", "get_num_threads", "seed",
+                                               "inference_mode", "enable_grad", "set_default_dtype",
+                                               "use_deterministic_algorithms", "autocast"}
