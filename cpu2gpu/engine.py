@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import asdict, dataclass
 from typing import Iterable, Optional, Sequence, Union
@@ -73,6 +74,14 @@ def parse(source: Source) -> cst.Module:
     try:
         return cst.parse_module(source)
     except cst.ParserSyntaxError as error:
+        # Python's own parser names the place and the cause more precisely than libcst's.
+        try:
+            ast.parse(source)
+        except SyntaxError as python_error:
+            raise SourceError(f"syntax error: {python_error.msg}", python_error.lineno,
+                              python_error.offset) from None
+        except (ValueError, UnicodeDecodeError):
+            pass
         raise SourceError(f"syntax error: {error.message}", error.raw_line, error.raw_column + 1) from None
     except (UnicodeDecodeError, LookupError) as error:
         raise SourceError(f"cannot decode the file: {error}") from None

@@ -1,0 +1,46 @@
+"""Every rule's VALID and INVALID examples, as tests."""
+
+from __future__ import annotations
+
+import libcst as cst
+import pytest
+
+from cpu2gpu import check_source, rewrite_source
+from cpu2gpu.rules import ALL_RULES
+
+VALID = [(rule.code, i, src) for rule in ALL_RULES for i, src in enumerate(rule.VALID)]
+INVALID = [(rule.code, i, case) for rule in ALL_RULES for i, case in enumerate(rule.INVALID)]
+
+
+@pytest.mark.parametrize("code,index,source", VALID, ids=[f"{c}-valid-{i}" for c, i, _ in VALID])
+def test_valid_examples_are_not_flagged(code, index, source):
+    assert [f for f in check_source(source) if f.code == code] == []
+
+
+@pytest.mark.parametrize("code,index,case", INVALID, ids=[f"{c}-invalid-{i}" for c, i, _ in INVALID])
+def test_invalid_examples_are_flagged_and_fixed(code, index, case):
+    findings = [f for f in check_source(case.code) if f.code == code]
+    assert findings, f"{code} not reported"
+    for finding in findings:
+        assert finding.fix_available
+        assert 1 <= finding.line <= finding.end_line <= case.code.count("\n") + 1
+    fixed = rewrite_source(case.code)
+    cst.parse_module(fixed)
+    if case.fixed is not None:
+        assert fixed == case.fixed
+    assert rewrite_source(fixed) == fixed
+    assert [f for f in check_source(fixed) if f.code == code] == []
+
+
+@pytest.mark.parametrize("rule", ALL_RULES, ids=[r.code for r in ALL_RULES])
+def test_rule_is_documented(rule):
+    doc = rule.__doc__ or ""
+    assert "What it finds" in doc and "Why it breaks" in doc and "Example" in doc
+    assert rule.VALID and rule.INVALID
+    assert rule.name == rule.name.lower() and " " not in rule.name
+    assert rule.fix_safety in ("safe", "unsafe", None)
+
+
+def test_codes_are_unique_and_sorted():
+    codes = [rule.code for rule in ALL_RULES]
+    assert codes == sorted(set(codes))
