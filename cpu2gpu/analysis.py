@@ -19,6 +19,7 @@ from .imports import ImportTable, dotted
 
 _TENSORISH = (Kind.TENSOR, Kind.BATCH)
 _GUARD_WORDS = ("cuda", "gpu", "is_available", "accelerator", "device")
+_DEVICE_PARAMETER_NAMES = frozenset({"device", "dev", "torch_device"})
 
 Block = Union[cst.Module, cst.IndentedBlock, cst.SimpleStatementSuite, cst.BaseSuite]
 
@@ -114,7 +115,9 @@ class Analyzer:
         self.time = 0
         self.guard_depth = 0
         self.global_scope = Scope(None)
-        self.deferred: list[tuple[cst.FunctionDef, Scope, Optional[str]]] = []
+        # Functions and methods not called yet: walked at the end, with unknown arguments.
+        self.deferred: list[tuple[Value, Optional[Value]]] = []
+        self.returns: list[list[Optional[Value]]] = []
         self.current_stmt: Optional[cst.CSTNode] = None
         self.current_loop: Optional[cst.For] = None
         self._params_seen: list[Value] = []
@@ -124,8 +127,9 @@ class Analyzer:
     def run(self) -> Facts:
         self.block(self.facts.module.body, self.global_scope)
         while self.deferred:
-            function, parent, class_name = self.deferred.pop(0)
-            self.function(function, parent, class_name)
+            function, owner = self.deferred.pop(0)
+            if not function.walked:
+                self.function(function, owner, [], {})
         self.facts.torch_alias = self.imports.torch_alias
         self.facts.device_names = list(self.global_scope.device_names)
         self.propagate()
@@ -169,8 +173,9 @@ class Analyzer:
             if stmt.finalbody is not None:
                 self.block(self.body_of(stmt.finalbody.body), scope)
         elif isinstance(stmt, cst.FunctionDef):
-            scope.names[stmt.name.value] = None
-            self.deferred.append((stmt, scope, None))
+            function = Value(Kind.FUNCTION, stmt, name=stmt.name.value, definition=stmt, def_scope=scope)
+            scope.names[stmt.name.value] = function
+            self.deferred.append((function, None))
         elif isinstance(stmt, cst.ClassDef):
             self.class_def(stmt, scope)
         else:
@@ -287,28 +292,55 @@ class Analyzer:
                 is_module = True
         if is_module:
             self.module_classes.add(name)
-        scope.names[name] = None
+        class_value = Value(Kind.CLASS, stmt, name=name, definition=stmt, def_scope=scope)
+        scope.names[name] = None if is_module else class_value
         class_scope = Scope(scope)
         for item in stmt.body.body:
             if isinstance(item, cst.FunctionDef):
                 # Methods see the enclosing scope, not the class body.
-                self.deferred.append((item, scope, name))
+                method = Value(Kind.FUNCTION, item, name=item.name.value, definition=item, def_scope=scope)
+                class_value.methods[item.name.value] = method
+                self.deferred.append((method, None))
             else:
                 self.statement(item, class_scope)
 
-    def function(self, node: cst.FunctionDef, parent: Scope, class_name: Optional[str]) -> None:
-        scope = Scope(parent, node)
+    def function(self, function: Value, owner: Optional[Value], args: list, kwargs: dict) -> Optional[Value]:
+        """Walk a function's body with what its caller passes; its return value, if known.
+
+        ``owner`` is the object a method is called on (``self``). A function is walked
+        once, at its first call (or at the end of the file if it is never called).
+        """
+        node = function.definition
+        assert isinstance(node, cst.FunctionDef)
+        function.walked = True
+        scope = Scope(function.def_scope, node)  # type: ignore[arg-type]
         params = node.params
-        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-            self.facts.names_in_use.add(param.name.value)
-            scope.names[param.name.value] = None
-            if param.default is not None:
-                self.expr(param.default, parent)
+        positional = [*params.posonly_params, *params.params]
+        bound_args: list[Optional[Value]] = ([owner] if owner is not None else []) + list(args)
+        for index, param in enumerate((*positional, *params.kwonly_params)):
+            name = param.name.value
+            self.facts.names_in_use.add(name)
+            value = bound_args[index] if index < len(bound_args) and index < len(positional) else kwargs.get(name)
+            if value is None and param.default is not None:
+                value = self.expr(param.default, function.def_scope)  # type: ignore[arg-type]
+            scope.names[name] = value
+            if name in _DEVICE_PARAMETER_NAMES and (value is None or value.kind is Kind.DEVICE):
+                scope.device_names.append(name)  # train(model, device, loader): the caller's device
         for star in (params.star_arg, params.star_kwarg):
             if isinstance(star, cst.Param):
                 scope.names[star.name.value] = None
                 self.facts.names_in_use.add(star.name.value)
-        self.block(node.body.body, scope)
+        saved = (self.current_stmt, self.current_loop, self.guard_depth)
+        self.current_loop, self.guard_depth = None, 0
+        self.returns.append([])
+        try:
+            self.block(node.body.body, scope)
+        finally:
+            returned = self.returns.pop()
+            self.current_stmt, self.current_loop, self.guard_depth = saved
+        known = [r for r in returned if r is not None]
+        function.returns = known[0] if known else None
+        return function.returns
 
     def small(self, node: cst.BaseSmallStatement, stmt: cst.CSTNode, scope: Scope) -> None:
         if isinstance(node, cst.Assign):
@@ -339,8 +371,12 @@ class Analyzer:
         elif isinstance(node, cst.Expr):
             self.expr(node.value, scope)
         elif isinstance(node, cst.Return):
-            if node.value is not None:
-                self.expr(node.value, scope)
+            value = self.expr(node.value, scope) if node.value is not None else None
+            if value is not None and value.is_root and value.fix_node is None and value.node is node.value:
+                # def build(): return Net() -> moved where it is made, so every caller gets it moved.
+                value.fix_node = node.value
+            if self.returns:
+                self.returns[-1].append(value)
         elif isinstance(node, (cst.Import, cst.ImportFrom)):
             self.imports.add(node)
             for alias in node.names if not isinstance(node.names, cst.ImportStar) else ():
@@ -383,9 +419,15 @@ class Analyzer:
             key = target.value
             self.facts.names_in_use.add(key)
         elif isinstance(target, cst.Attribute):
+            base = self.expr(target.value, scope)
+            if base is not None and base.kind is Kind.INSTANCE:
+                base.attrs[target.attr.value] = value  # self.model = model, kept across methods
+                if value is not None and value.name is None:
+                    value.name = dotted(target)
+                    value.binding_stmt = stmt
+                return
             key = dotted(target)
             if key is None:
-                self.expr(target.value, scope)
                 return
         elif isinstance(target, (cst.Tuple, cst.List)):
             for element in target.elements:
@@ -504,6 +546,8 @@ class Analyzer:
         if base is None:
             return None
         attr = node.attr.value
+        if base.kind is Kind.INSTANCE:
+            return base.attrs.get(attr)
         if base.kind in _TENSORISH:
             if attr in api.TENSOR_ATTRIBUTES:
                 return self.derived(node, [base])
@@ -588,10 +632,22 @@ class Analyzer:
         self.args(node, scope)
         return None
 
-    def value_call(self, node: cst.Call, callee: Value, scope: Scope) -> Optional[Value]:
+    def value_call(self, node: cst.Call, callee: Value, scope: Scope, owner: Optional[Value] = None) -> Optional[Value]:
         if callee.kind is Kind.MODULE:
             return self.module_call(node, callee, scope)
-        self.args(node, scope)
+        values = self.args(node, scope)
+        positional = [v for v, a in zip(values, node.args) if a.keyword is None and not a.star]
+        keywords = {a.keyword.value: v for v, a in zip(values, node.args) if a.keyword is not None}
+        if callee.kind is Kind.FUNCTION:
+            if callee.walked:
+                return callee.returns
+            return self.function(callee, owner, positional, keywords)
+        if callee.kind is Kind.CLASS:
+            instance = Value(Kind.INSTANCE, node, class_value=callee, time=self.time)
+            init = callee.methods.get("__init__")
+            if init is not None and not init.walked:
+                self.function(init, instance, positional, keywords)
+            return instance
         return None
 
     def args(self, node: cst.Call, scope: Scope) -> list[Optional[Value]]:
@@ -696,6 +752,8 @@ class Analyzer:
     def method_call(self, node: cst.Call, func: cst.Attribute, scope: Scope) -> Optional[Value]:
         receiver = self.expr(func.value, scope)
         method = func.attr.value
+        if receiver is not None and receiver.kind is Kind.INSTANCE:
+            return self.instance_method_call(node, receiver, method, scope)
         if method in api.MOVE_METHODS:
             return self.move(node, func, receiver, method, scope)
         values = self.args(node, scope)
@@ -726,6 +784,17 @@ class Analyzer:
             return result
         if receiver.kind is Kind.PARAMS:
             self._params_seen.append(receiver)
+        return None
+
+    def instance_method_call(self, node: cst.Call, receiver: Value, method: str, scope: Scope) -> Optional[Value]:
+        """``trainer.fit()``, ``self.model(x)`` on an object of a class of the file."""
+        held = receiver.attrs.get(method)
+        if held is not None:
+            return self.value_call(node, held, scope)
+        function = receiver.class_value.methods.get(method) if receiver.class_value is not None else None
+        if function is not None:
+            return self.value_call(node, function, scope, owner=receiver)
+        self.args(node, scope)
         return None
 
     def move(

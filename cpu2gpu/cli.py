@@ -171,7 +171,9 @@ def rewrite(paths: tuple[str, ...], in_place: bool, check_only: bool, unsafe_fix
             encoding = module.encoding
             old_text = data.decode(encoding, errors="replace").splitlines(keepends=True)
             new_text = new.decode(encoding, errors="replace").splitlines(keepends=True)
-            diff = difflib.unified_diff(old_text, new_text, f"a/{target.path}", f"b/{target.path}")
+            old_name, new_name = (target.path, target.path) if Path(target.path).is_absolute() else (
+                f"a/{target.path}", f"b/{target.path}")
+            diff = difflib.unified_diff(old_text, new_text, old_name, new_name)
             click.echo("".join(_terminated(diff)), nl=False)
     if check_only and changed:
         sys.exit(EXIT_ERROR if errors else EXIT_FINDINGS)

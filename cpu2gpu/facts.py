@@ -33,6 +33,9 @@ class Kind(enum.Enum):
     OPTIMIZER = "optimizer"
     DEVICE = "device"
     PARAMS = "params"
+    FUNCTION = "function"  # a function of the file: walked where it is first called
+    CLASS = "class"  # a class of the file that is not a module
+    INSTANCE = "instance"  # an object of such a class: its attributes are tracked
 
 
 class Origin(enum.Enum):
@@ -78,6 +81,14 @@ class Value:
     chain_root: Optional["Value"] = None
     # Devices: whether this device value can be the GPU.
     module_of: Optional["Value"] = None  # PARAMS: the module whose parameters these are
+    # FUNCTION / CLASS / INSTANCE: the definition, where it was defined, what it holds.
+    definition: Optional[cst.CSTNode] = None
+    def_scope: Optional[object] = None
+    methods: dict = field(default_factory=dict)
+    attrs: dict = field(default_factory=dict)
+    class_value: Optional["Value"] = None
+    walked: bool = False
+    returns: Optional["Value"] = None
 
     @property
     def is_root(self) -> bool:

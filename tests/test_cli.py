@@ -104,7 +104,7 @@ def test_rewrite_diff_writes_nothing(cli, tmp_path):
     path.write_text(CPU_SCRIPT)
     code, out, _ = cli("rewrite", str(path))
     assert code == 0
-    assert out.startswith(f"--- a/{path}\n+++ b/{path}\n")
+    assert out.startswith(f"--- {path}\n+++ {path}\n")
     assert "+model = torch.nn.Linear(1, 1).to(device)" in out
     assert path.read_text() == CPU_SCRIPT
 

@@ -78,7 +78,14 @@ class TensorNotMoved(Rule):
 
     @staticmethod
     def _what(ctx: RuleContext, value) -> str:
-        for use in ctx.facts.uses:
-            if use.kind == "call" and any(value in ctx.facts.roots(v) for v in use.values):
+        """Name what pulls the tensor to the device: the model, or the output of one."""
+        facts = ctx.facts
+        for use in facts.uses:
+            if use.kind == "call" and any(value in facts.roots(v) for v in use.values):
                 return f"the model `{use.module.name or 'module'}`"
+        for use in facts.uses:
+            if use.kind == "op" and any(value in facts.roots(v) for v in use.values):
+                for other in use.values:
+                    if other.output_of is not None:
+                        return f"the output of `{other.output_of[0].name or 'module'}`"
         return "a tensor"
