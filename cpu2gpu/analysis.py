@@ -118,6 +118,10 @@ class Analyzer:
         # Functions and methods not called yet: walked at the end, with unknown arguments.
         self.deferred: list[tuple[Value, Optional[Value]]] = []
         self.returns: list[list[Optional[Value]]] = []
+        # None outside loops over a loader; inside one, how many `if`s deep (0: every step).
+        self.step_depth: Optional[int] = None
+        # Inside a module's method: (the method, its input tensor parameter).
+        self.method_context: Optional[tuple[cst.FunctionDef, Optional[str]]] = None
         self.current_stmt: Optional[cst.CSTNode] = None
         self.current_loop: Optional[cst.For] = None
         self._params_seen: list[Value] = []
@@ -183,10 +187,14 @@ class Analyzer:
 
     def guarded_block(self, suite: cst.BaseSuite, scope: Scope, guarded: bool) -> None:
         self.guard_depth += guarded
+        if self.step_depth is not None:
+            self.step_depth += 1
         try:
             self.block(self.body_of(suite), scope)
         finally:
             self.guard_depth -= guarded
+            if self.step_depth is not None:
+                self.step_depth -= 1
 
     def if_statement(self, stmt: cst.If, scope: Scope) -> None:
         self.expr(stmt.test, scope)
@@ -198,14 +206,14 @@ class Analyzer:
             self.merge(scope, before, after_body, before)
             return
         scope.names = dict(before)
-        self.guard_depth += guarded
-        try:
-            if isinstance(stmt.orelse, cst.If):
+        if isinstance(stmt.orelse, cst.If):
+            self.guard_depth += guarded
+            try:
                 self.if_statement(stmt.orelse, scope)
-            else:
-                self.block(self.body_of(stmt.orelse.body), scope)
-        finally:
-            self.guard_depth -= guarded
+            finally:
+                self.guard_depth -= guarded
+        else:
+            self.guarded_block(stmt.orelse.body, scope, guarded)
         self.merge(scope, before, after_body, scope.names)
 
     def merge(self, scope: Scope, before: dict, left: dict, right: dict) -> None:
@@ -245,19 +253,23 @@ class Analyzer:
             target = target.elements[1].value
         else:
             source = self.expr(iterable, scope)
-        if source is not None and source.kind is Kind.LOADER:
-            self.bind_loop_variables(target, stmt, scope)
+        is_training_loop = source is not None and source.kind is Kind.LOADER
+        if is_training_loop:
+            self.bind_loop_variables(target, stmt, scope, source)
         else:
             self.bind(target, None, stmt, None, scope)
-        outer_loop, self.current_loop = self.current_loop, stmt
+        saved = (self.current_loop, self.step_depth)
+        self.current_loop = stmt
+        # Inside a loop over a loader, code outside any `if` runs on every step.
+        self.step_depth = 0 if is_training_loop else (self.step_depth if self.step_depth is not None else None)
         try:
             self.block(self.body_of(stmt.body), scope)
         finally:
-            self.current_loop = outer_loop
+            self.current_loop, self.step_depth = saved
         if stmt.orelse is not None:
             self.block(self.body_of(stmt.orelse.body), scope)
 
-    def bind_loop_variables(self, target: cst.BaseExpression, loop: cst.For, scope: Scope) -> None:
+    def bind_loop_variables(self, target: cst.BaseExpression, loop: cst.For, scope: Scope, loader: Value) -> None:
         names: list[cst.Name] = []
         if isinstance(target, cst.Name):
             names = [target]
@@ -270,7 +282,7 @@ class Analyzer:
             return
         for name in names:
             value = Value(Kind.BATCH, name, name=name.value, origin=Origin.LOOP, loop=loop, scope=scope,
-                          time=self.tick())
+                          time=self.tick(), loader=loader)
             self.facts.values.append(value)
             self.bind(name, value, loop, None, scope)
 
@@ -294,15 +306,22 @@ class Analyzer:
             self.module_classes.add(name)
         class_value = Value(Kind.CLASS, stmt, name=name, definition=stmt, def_scope=scope)
         scope.names[name] = None if is_module else class_value
+        # A module's methods see ``self`` as the module, on the device with its submodules.
+        owner = Value(Kind.MODULE, stmt, name="self", explicit=Place.DEVICE, class_value=class_value) if is_module else None
         class_scope = Scope(scope)
+        methods = []
         for item in stmt.body.body:
             if isinstance(item, cst.FunctionDef):
                 # Methods see the enclosing scope, not the class body.
                 method = Value(Kind.FUNCTION, item, name=item.name.value, definition=item, def_scope=scope)
                 class_value.methods[item.name.value] = method
-                self.deferred.append((method, None))
+                methods.append(method)
             else:
                 self.statement(item, class_scope)
+        # __init__ first (it makes the attributes), then forward (it calls the helpers with tensors).
+        order = {"__init__": 0, "forward": 1}
+        for method in sorted(methods, key=lambda m: order.get(m.name, 2)):
+            self.deferred.append((method, owner))
 
     def function(self, function: Value, owner: Optional[Value], args: list, kwargs: dict) -> Optional[Value]:
         """Walk a function's body with what its caller passes; its return value, if known.
@@ -330,14 +349,23 @@ class Analyzer:
             if isinstance(star, cst.Param):
                 scope.names[star.name.value] = None
                 self.facts.names_in_use.add(star.name.value)
-        saved = (self.current_stmt, self.current_loop, self.guard_depth)
-        self.current_loop, self.guard_depth = None, 0
+        context = None
+        if owner is not None and owner.kind is Kind.MODULE:
+            context = (node, None)
+            if node.name.value == "forward" and len(positional) > 1 and not args:
+                # The data a module is called with is on the device once migrated.
+                first = positional[1].name.value
+                if scope.names.get(first) is None:
+                    scope.names[first] = Value(Kind.TENSOR, positional[1], name=first, explicit=Place.DEVICE)
+                context = (node, first)
+        saved = (self.current_stmt, self.current_loop, self.guard_depth, self.method_context)
+        self.current_loop, self.guard_depth, self.method_context = None, 0, context
         self.returns.append([])
         try:
             self.block(node.body.body, scope)
         finally:
             returned = self.returns.pop()
-            self.current_stmt, self.current_loop, self.guard_depth = saved
+            self.current_stmt, self.current_loop, self.guard_depth, self.method_context = saved
         known = [r for r in returned if r is not None]
         function.returns = known[0] if known else None
         return function.returns
@@ -420,6 +448,9 @@ class Analyzer:
             self.facts.names_in_use.add(key)
         elif isinstance(target, cst.Attribute):
             base = self.expr(target.value, scope)
+            if base is not None and base.kind is Kind.MODULE and base.class_value is not None:
+                self.bind_module_attribute(base, target, value, stmt)
+                return
             if base is not None and base.kind is Kind.INSTANCE:
                 base.attrs[target.attr.value] = value  # self.model = model, kept across methods
                 if value is not None and value.name is None:
@@ -454,6 +485,34 @@ class Analyzer:
             if key not in scope.device_names:
                 scope.device_names.append(key)
 
+    def bind_module_attribute(self, owner: Value, target: cst.Attribute, value: Optional[Value], stmt) -> None:
+        """``self.x = ...`` in a module's method: what ``model.to(device)`` carries and what it leaves."""
+        owner.attrs[target.attr.value] = value
+        if value is None:
+            return
+        if value.name is None:
+            value.name = dotted(target)
+            value.binding_stmt = stmt
+        if value.kind is Kind.MODULE or value.is_parameter:
+            # Submodules and parameters move with the module.
+            value.explicit = Place.DEVICE
+            for root in self.facts.roots(value):
+                root.explicit = Place.DEVICE
+        elif value.is_root and value.kind is Kind.TENSOR and value.method is not None \
+                and value.method.name.value == "__init__":
+            value.context = "module-attribute"
+
+    def register_buffer(self, node: cst.Call, owner: Value, scope: Scope) -> None:
+        values = self.args(node, scope)
+        name = _string_value(node.args[0].value) if node.args else None
+        for value in values[1:2]:
+            if value is not None:
+                for root in self.facts.roots(value):
+                    root.explicit = Place.DEVICE  # buffers move with the module
+        if name is not None:
+            owner.attrs[name] = Value(Kind.TENSOR, node, name=f"self.{name}", explicit=Place.DEVICE)
+        return None
+
     # -- expressions ---------------------------------------------------------------
 
     def tick(self) -> int:
@@ -464,6 +523,11 @@ class Analyzer:
         value = Value(kind, node, time=self.time, scope=scope, **fields)
         if value.is_root:
             self.facts.values.append(value)
+            if self.method_context is not None and kind is Kind.TENSOR:
+                method, method_input = self.method_context
+                if method.name.value != "__init__":
+                    value.context = "module-method"
+                value.method, value.method_input = method, method_input
         return value
 
     def derived(self, node: cst.CSTNode, sources: Iterable[Optional[Value]]) -> Optional[Value]:
@@ -546,7 +610,7 @@ class Analyzer:
         if base is None:
             return None
         attr = node.attr.value
-        if base.kind is Kind.INSTANCE:
+        if base.kind is Kind.INSTANCE or base.kind is Kind.MODULE and base.class_value is not None:
             return base.attrs.get(attr)
         if base.kind in _TENSORISH:
             if attr in api.TENSOR_ATTRIBUTES:
@@ -624,6 +688,9 @@ class Analyzer:
                 values = self.args(node, scope)
                 if func.value == "tqdm" and values and values[0] is not None and values[0].kind is Kind.LOADER:
                     return values[0]  # a progress bar yields what the loader yields
+                if func.value == "print":
+                    for value in values:
+                        self.note_sync(node, value)
                 return None
             return self.qualified_call(node, qual, scope)
         callee = self.expr(func, scope)
@@ -683,7 +750,11 @@ class Analyzer:
             return None
         if qual in api.DATALOADERS:
             self.args(node, scope)
-            return Value(Kind.LOADER, node, time=self.time)
+            loader = Value(Kind.LOADER, node, time=self.time)
+            self.facts.loaders.append(loader)
+            return loader
+        if qual.startswith("torch.cuda.") and qual[11:] in api.CUDA_ONLY_CALLS and not self.guard_depth:
+            self.facts.unguarded_cuda_calls.append((node, self.current_stmt))
         if api.is_optimizer(qual):
             self._params_seen = []
             self.args(node, scope)
@@ -694,15 +765,22 @@ class Analyzer:
                     self.facts.uses.append(Use("train", node, self.time, module=module))
             self._params_seen = []
             return Value(Kind.OPTIMIZER, node, time=self.time)
+        if qual in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
+            values = self.args(node, scope)
+            result = self.derived(node, values[:1])
+            if result is not None:
+                result.is_parameter = True
+            return result
         if qual in api.MODULE_WRAPPERS:
             values = self.args(node, scope)
             return values[0] if values and values[0] is not None and values[0].kind is Kind.MODULE else None
         if qual.startswith("<local>.") or api.is_module_class(qual):
             values = self.args(node, scope)
             stateful = qual.startswith("<local>.") or not api.is_stateless_module(qual)
-            if not stateful and any(_is_tensorish(v) for v in values):
-                stateful = True  # a loss built with weight=tensor holds a buffer
-            return self.new(Kind.MODULE, node, scope, origin=Origin.MODULE, stateful=stateful)
+            weighted = not stateful and any(_is_tensorish(v) for v in values)
+            # A loss built with weight=tensor holds it as a buffer.
+            return self.new(Kind.MODULE, node, scope, origin=Origin.MODULE, stateful=stateful or weighted,
+                            weighted_loss=weighted)
         if api.is_tensor_function(qual):
             values = self.args(node, scope)
             self.op(node, values)
@@ -754,6 +832,11 @@ class Analyzer:
         method = func.attr.value
         if receiver is not None and receiver.kind is Kind.INSTANCE:
             return self.instance_method_call(node, receiver, method, scope)
+        if receiver is not None and receiver.kind is Kind.MODULE and receiver.class_value is not None:
+            if method in receiver.attrs or method in receiver.class_value.methods:
+                return self.instance_method_call(node, receiver, method, scope)
+            if method == "register_buffer":
+                return self.register_buffer(node, receiver, scope)
         if method in api.MOVE_METHODS:
             return self.move(node, func, receiver, method, scope)
         values = self.args(node, scope)
@@ -770,6 +853,8 @@ class Analyzer:
                 return self.module_call(node, receiver, scope)
             return None
         if receiver.kind in _TENSORISH:
+            if method in ("numpy", "item", "tolist"):
+                self.note_sync(node, receiver)
             if method == "numpy":
                 self.facts.uses.append(Use("numpy", node, self.time, (receiver,)))
                 return None
@@ -785,6 +870,11 @@ class Analyzer:
         if receiver.kind is Kind.PARAMS:
             self._params_seen.append(receiver)
         return None
+
+    def note_sync(self, node: cst.CSTNode, value: Optional[Value]) -> None:
+        """A copy to the host on every training step (``.item()``, ``.cpu()``, ``print(t)``)."""
+        if self.step_depth == 0 and _is_tensorish(value):
+            self.facts.uses.append(Use("sync", node, self.time, (value,)))
 
     def instance_method_call(self, node: cst.Call, receiver: Value, method: str, scope: Scope) -> Optional[Value]:
         """``trainer.fit()``, ``self.model(x)`` on an object of a class of the file."""
@@ -808,8 +898,11 @@ class Analyzer:
             self.args(node, scope)
         elif method == "cuda":
             place = Place.DEVICE
-            if not self.guard_depth and (not node.args or isinstance(node.args[0].value, cst.Integer)):
-                self.facts.hardcoded.append(Hardcoded(node, "cuda-call"))
+            if not self.guard_depth:
+                fresh = receiver is not None and receiver.origin is Origin.FACTORY and func.value is receiver.node
+                literal = not node.args or isinstance(node.args[0].value, cst.Integer)
+                self.facts.hardcoded.append(Hardcoded(node, "cuda-call" if literal else "cuda-index",
+                                                      on_fresh_factory=fresh))
             self.args(node, scope)
         else:
             place = None
@@ -826,6 +919,21 @@ class Analyzer:
                     self.expr(arg.value, scope)
         if receiver is None:
             return None
+        if method == "cpu":
+            self.note_sync(node, receiver)
+        if receiver.kind is Kind.BATCH and receiver.loader is not None and (place is Place.DEVICE or follows):
+            receiver.loader.moved_batches = True
+        if (
+            receiver.origin is Origin.FACTORY
+            and func.value is receiver.node
+            and method == "to"
+            and len(node.args) == 1
+            and node.args[0].keyword is None
+            and target is not None
+            and _string_value(target) is None
+            and (place is Place.DEVICE or (follows is not None and follows.kind is Kind.DEVICE))
+        ):
+            self.facts.create_then_move.append((node, receiver.node))
         if receiver.kind is Kind.MODULE:
             if place is not None:
                 receiver.moves.append(Move(self.time, place, node, target))

@@ -89,6 +89,15 @@ class Value:
     class_value: Optional["Value"] = None
     walked: bool = False
     returns: Optional["Value"] = None
+    # Where a root was made, when that decides its rule: "module-method" (forward(),
+    # init_hidden()...), "module-attribute" (self.x = ... in a module's __init__).
+    context: Optional[str] = None
+    method: Optional[cst.FunctionDef] = None
+    method_input: Optional[str] = None  # the method's input tensor parameter, for device=x.device
+    is_parameter: bool = False  # nn.Parameter(...)
+    weighted_loss: bool = False  # a loss built with tensor arguments (weight=...)
+    loader: Optional["Value"] = None  # BATCH: the DataLoader it comes from
+    moved_batches: bool = False  # LOADER: the script moves its batches to the device
 
     @property
     def is_root(self) -> bool:
@@ -112,8 +121,9 @@ class Hardcoded:
     """A literal CUDA placement with no fallback (``.cuda()``, ``"cuda"``)."""
 
     node: cst.CSTNode
-    form: str  # "cuda-call" | "to-string" | "device-kwarg" | "torch-device" | "device-string"
+    form: str  # "cuda-call" | "cuda-index" | "to-string" | "device-kwarg" | "torch-device" | "device-string"
     binding_name: Optional[str] = None
+    on_fresh_factory: bool = False  # torch.zeros(3).cuda(): the factory can take device= at once
 
 
 @dataclass
@@ -123,7 +133,10 @@ class Facts:
     values: list[Value] = field(default_factory=list)
     uses: list[Use] = field(default_factory=list)
     hardcoded: list[Hardcoded] = field(default_factory=list)
-    loads_without_map_location: list[cst.Call] = field(default_factory=list)
+    loads_without_map_location: list = field(default_factory=list)  # (call, scope)
+    unguarded_cuda_calls: list = field(default_factory=list)  # (call, statement)
+    create_then_move: list = field(default_factory=list)  # (.to() call, factory call)
+    loaders: list[Value] = field(default_factory=list)
     # Names of module-level device variables that can be the GPU, in binding order.
     device_names: list[str] = field(default_factory=list)
     device_binding_time: dict[str, int] = field(default_factory=dict)

@@ -124,3 +124,10 @@ def is_tensor_function(qualname: str) -> bool:
                                                "set_num_threads", "get_num_threads", "seed",
                                                "inference_mode", "enable_grad", "set_default_dtype",
                                                "use_deterministic_algorithms", "autocast"}
+
+# torch.cuda calls that fail (or silently do nothing) without a GPU.
+CUDA_ONLY_CALLS = frozenset(
+    "synchronize set_device current_device get_device_name get_device_properties get_device_capability "
+    "memory_allocated max_memory_allocated memory_reserved max_memory_reserved reset_peak_memory_stats "
+    "memory_summary manual_seed manual_seed_all Event Stream current_stream".split()
+)

@@ -6,7 +6,7 @@ import libcst as cst
 import pytest
 
 from cpu2gpu import check_source, rewrite_source
-from cpu2gpu.rules import ALL_RULES
+from cpu2gpu.rules import ALL_RULES, RULES_BY_CODE
 
 VALID = [(rule.code, i, src) for rule in ALL_RULES for i, src in enumerate(rule.VALID)]
 INVALID = [(rule.code, i, case) for rule in ALL_RULES for i, case in enumerate(rule.INVALID)]
@@ -14,21 +14,22 @@ INVALID = [(rule.code, i, case) for rule in ALL_RULES for i, case in enumerate(r
 
 @pytest.mark.parametrize("code,index,source", VALID, ids=[f"{c}-valid-{i}" for c, i, _ in VALID])
 def test_valid_examples_are_not_flagged(code, index, source):
-    assert [f for f in check_source(source) if f.code == code] == []
+    assert [f for f in check_source(source, select=[code]) if f.code == code] == []
 
 
 @pytest.mark.parametrize("code,index,case", INVALID, ids=[f"{c}-invalid-{i}" for c, i, _ in INVALID])
 def test_invalid_examples_are_flagged_and_fixed(code, index, case):
-    findings = [f for f in check_source(case.code) if f.code == code]
+    findings = [f for f in check_source(case.code, select=[code]) if f.code == code]
     assert findings, f"{code} not reported"
+    has_fix = RULES_BY_CODE[code].fix_safety is not None
     for finding in findings:
-        assert finding.fix_available
+        assert finding.fix_available == has_fix or not has_fix
         assert 1 <= finding.line <= finding.end_line <= case.code.count("\n") + 1
-    fixed = rewrite_source(case.code)
+    fixed = rewrite_source(case.code, unsafe_fixes=True)
     cst.parse_module(fixed)
     if case.fixed is not None:
         assert fixed == case.fixed
-    assert rewrite_source(fixed) == fixed
+    assert rewrite_source(fixed, unsafe_fixes=True) == fixed
     assert [f for f in check_source(fixed) if f.code == code] == []
 
 
@@ -44,3 +45,16 @@ def test_rule_is_documented(rule):
 def test_codes_are_unique_and_sorted():
     codes = [rule.code for rule in ALL_RULES]
     assert codes == sorted(set(codes))
+
+
+def test_unsafe_fixes_need_the_flag():
+    unsafe = [(rule, case) for rule in ALL_RULES if rule.fix_safety == "unsafe" for case in rule.INVALID]
+    assert unsafe
+    for rule, case in unsafe:
+        assert [f for f in check_source(rewrite_source(case.code)) if f.code == rule.code]
+
+
+def test_hints_are_off_unless_selected():
+    source = RULES_BY_CODE["CG303"].INVALID[0].code
+    assert "CG303" not in {f.code for f in check_source(source)}
+    assert "CG303" in {f.code for f in check_source(source, select=["CG303"])}

@@ -6,19 +6,35 @@ from .base import Hit, Invalid, Rule, RuleContext
 from .cg101_model_not_moved import ModelNotMoved
 from .cg102_tensor_not_moved import TensorNotMoved
 from .cg103_batch_not_moved import BatchNotMoved
+from .cg104_factory_in_forward import FactoryInForward
+from .cg105_plain_tensor_attribute import PlainTensorAttribute
+from .cg106_loss_weight_not_moved import LossWeightNotMoved
 from .cg107_numpy_on_device import NumpyOnDevice
 from .cg108_device_mismatch_after_move import DeviceMismatchAfterMove
 from .cg201_hardcoded_cuda import HardcodedCuda
 from .cg202_load_without_map_location import LoadWithoutMapLocation
+from .cg203_optimizer_before_move import OptimizerBeforeMove
+from .cg204_unguarded_cuda_call import UnguardedCudaCall
+from .cg301_loader_without_pin_memory import LoaderWithoutPinMemory
+from .cg302_create_then_move import CreateThenMove
+from .cg303_sync_in_loop import SyncInLoop
 
 ALL_RULES: list[type[Rule]] = [
     ModelNotMoved,
     TensorNotMoved,
     BatchNotMoved,
+    FactoryInForward,
+    PlainTensorAttribute,
+    LossWeightNotMoved,
     NumpyOnDevice,
     DeviceMismatchAfterMove,
     HardcodedCuda,
     LoadWithoutMapLocation,
+    OptimizerBeforeMove,
+    UnguardedCudaCall,
+    LoaderWithoutPinMemory,
+    CreateThenMove,
+    SyncInLoop,
 ]
 
 RULES_BY_CODE = {rule.code: rule for rule in ALL_RULES}

@@ -58,18 +58,24 @@ class ModelNotMoved(Rule):
         for value in facts.values:
             if value.kind is not Kind.MODULE or not facts.is_bound(value) or value.explicit is not None:
                 continue
+            if value.weighted_loss:
+                continue  # CG106 says it in the loss's terms
             if any(move.place is Place.DEVICE for move in value.moves):
                 continue
-            device, needs_setup = ctx.device_for(value.scope)
-            stmt = value.binding_stmt
-            if value.fix_node is not None:
-                edit = Replace(value.fix_node, lambda node, d=device: chain_to(node, d))
-            elif stmt is not None and value.name is not None:
-                edit = InsertAfter(stmt, f"{value.name}.to({device})")
-            else:
-                edit = Replace(value.node, lambda node, d=device: chain_to(node, d))
-            fix = Fix([edit], needs_device_setup=needs_setup, description=f"move `{value.name}` to the device")
-            yield self.hit(value.node, fix, self.message.format(name=value.name or _code(value.node)))
+            yield self.hit(value.node, move_module(ctx, value), self.message.format(name=value.name or _code(value.node)))
+
+
+def move_module(ctx: RuleContext, value) -> Fix:
+    """Move a module where it is built: chained on ``name = Net()``, else on the next line."""
+    device, needs_setup = ctx.device_for(value.scope)
+    stmt = value.binding_stmt
+    if value.fix_node is not None:
+        edit = Replace(value.fix_node, lambda node, d=device: chain_to(node, d))
+    elif stmt is not None and value.name is not None:
+        edit = InsertAfter(stmt, f"{value.name}.to({device})")
+    else:
+        edit = Replace(value.node, lambda node, d=device: chain_to(node, d))
+    return Fix([edit], needs_device_setup=needs_setup, description=f"move `{value.name}` to the device")
 
 
 def _code(node: cst.CSTNode) -> str:

@@ -66,6 +66,8 @@ class TensorNotMoved(Rule):
         for value in facts.values:
             if value.kind is not Kind.TENSOR or not facts.is_bound(value) or value.explicit is not None:
                 continue
+            if value.context is not None:
+                continue  # made inside a module: CG104 / CG105
             device, needs_setup = ctx.device_for(value.scope)
             if value.origin is Origin.FACTORY:
                 edit = Replace(value.node, lambda node, d=device: add_keyword(node, "device", cst.parse_expression(d)))

@@ -41,10 +41,10 @@ class BatchNotMoved(Rule):
     INVALID = [
         Invalid(
             "import torch\nfrom torch.utils.data import DataLoader as DL\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
-            "model = torch.nn.Linear(2, 1).to(device)\nloader = DL(ds)\n"
+            "model = torch.nn.Linear(2, 1).to(device)\nloader = DL(ds, pin_memory=True)\n"
             "for i, (x, y) in enumerate(loader):\n    # forward\n    loss = (model(x) - y).pow(2).mean()\n",
             "import torch\nfrom torch.utils.data import DataLoader as DL\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
-            "model = torch.nn.Linear(2, 1).to(device)\nloader = DL(ds)\n"
+            "model = torch.nn.Linear(2, 1).to(device)\nloader = DL(ds, pin_memory=True)\n"
             "for i, (x, y) in enumerate(loader):\n    x, y = x.to(device), y.to(device)\n    # forward\n"
             "    loss = (model(x) - y).pow(2).mean()\n",
         ),

@@ -6,7 +6,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from ..fixes import Fix, Replace, method_call
+from ..fixes import Fix, Replace, add_keyword, method_call
 from .base import Hit, Invalid, Rule, RuleContext
 
 
@@ -39,7 +39,12 @@ class HardcodedCuda(Rule):
     INVALID = [
         Invalid(
             "import torch\nx = torch.ones(1).cuda()\n",
-            "import torch\n\ndevice = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")\nx = torch.ones(1).to(device)\n",
+            "import torch\n\ndevice = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")\nx = torch.ones(1, device=device)\n",
+        ),
+        Invalid(
+            "import torch\nmodel = torch.nn.Linear(1, 1).cuda()\n",
+            "import torch\n\ndevice = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n"
+            "model = torch.nn.Linear(1, 1).to(device)\n",
         ),
         Invalid(
             "import torch\ndevice = torch.device('cuda')\nx = torch.ones(1, device='cuda')\n",
@@ -54,7 +59,14 @@ class HardcodedCuda(Rule):
         for found in facts.hardcoded:
             device, needs_setup = ctx.device_for(None)
             node = found.node
-            if found.form == "cuda-call":
+            if found.form == "cuda-index":
+                # .cuda(args.gpu): a chosen GPU; the fallback needs a decision the tool cannot make.
+                code = cst.Module([]).code_for_node(node)
+                yield self.hit(node, None, self.message.format(code=code))
+                continue
+            if found.form == "cuda-call" and found.on_fresh_factory:
+                build = lambda n, d=device: add_keyword(n.func.value, "device", cst.parse_expression(d))  # noqa: E731
+            elif found.form == "cuda-call":
                 assert isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
                 build = lambda n, d=device: method_call(n.func.value, "to", cst.parse_expression(d))  # noqa: E731
             elif found.form in ("to-string", "device-kwarg"):

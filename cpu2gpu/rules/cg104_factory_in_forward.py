@@ -1,0 +1,83 @@
+"""CG104 factory-in-forward."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from ..facts import Kind, Origin
+from ..fixes import Fix, Replace, add_keyword, method_call
+from .base import Hit, Invalid, Rule, RuleContext
+
+
+class FactoryInForward(Rule):
+    """A tensor made inside a module's method without a device.
+
+    What it finds: ``torch.zeros(...)``, ``torch.arange(...)``, ``torch.from_numpy(...)``
+    and the like in ``forward()``, ``init_hidden()`` or another method of an
+    ``nn.Module`` that runs on every step, whose result meets the module's inputs or
+    its layers.
+
+    Why it breaks on the GPU: ``model.to(device)`` moves parameters and buffers, not
+    the tensors a method makes on each call; they are born on the CPU. An RNN fails
+    with "Input and hidden tensors are not at the same device", arithmetic with
+    "Expected all tensors to be on the same device".
+
+    Example::
+
+        h0 = torch.zeros(1, x.size(0), self.hidden)                    # before
+        h0 = torch.zeros(1, x.size(0), self.hidden, device=x.device)   # after
+    """
+
+    code = "CG104"
+    name = "factory-in-forward"
+    message = "`{code}` in `{method}()` is made on the CPU; give it the device of the module's input"
+    VALID = [
+        "import torch\nfrom torch import nn\nclass M(nn.Module):\n    def forward(self, x):\n"
+        "        return x + torch.zeros(x.shape, device=x.device)\n",
+        "import torch\nfrom torch import nn\nclass M(nn.Module):\n    def forward(self, x, lengths):\n"
+        "        steps = torch.arange(5)\n        return x, steps.tolist()\n",
+    ]
+    INVALID = [
+        Invalid(
+            "import torch\nfrom torch import nn\nclass RNN(nn.Module):\n    def __init__(self):\n"
+            "        super().__init__()\n        self.rnn = nn.GRU(4, 8, batch_first=True)\n"
+            "    def forward(self, x):\n        h0 = torch.zeros(1, x.size(0), 8)\n        out, _ = self.rnn(x, h0)\n"
+            "        return out\n",
+            "import torch\nfrom torch import nn\nclass RNN(nn.Module):\n    def __init__(self):\n"
+            "        super().__init__()\n        self.rnn = nn.GRU(4, 8, batch_first=True)\n"
+            "    def forward(self, x):\n        h0 = torch.zeros(1, x.size(0), 8, device=x.device)\n"
+            "        out, _ = self.rnn(x, h0)\n        return out\n",
+        ),
+        Invalid(
+            "import torch\nfrom torch import nn\nclass RNN(nn.Module):\n    def __init__(self):\n"
+            "        super().__init__()\n        self.lstm = nn.LSTM(4, 8)\n"
+            "    def init_hidden(self, batch):\n        return (torch.zeros(1, batch, 8), torch.zeros(1, batch, 8))\n"
+            "    def forward(self, x):\n        return self.lstm(x, self.init_hidden(x.size(1)))\n",
+            "import torch\nfrom torch import nn\nclass RNN(nn.Module):\n    def __init__(self):\n"
+            "        super().__init__()\n        self.lstm = nn.LSTM(4, 8)\n"
+            "    def init_hidden(self, batch):\n        return (torch.zeros(1, batch, 8, device=next(self.parameters()).device), "
+            "torch.zeros(1, batch, 8, device=next(self.parameters()).device))\n"
+            "    def forward(self, x):\n        return self.lstm(x, self.init_hidden(x.size(1)))\n",
+        ),
+    ]
+
+    def check(self, ctx: RuleContext) -> Iterator[Hit]:
+        facts = ctx.facts
+        for value in facts.values:
+            if value.kind is not Kind.TENSOR or value.context != "module-method" or value.explicit is not None:
+                continue
+            if not facts.is_bound(value) or value.method is None:
+                continue
+            device = f"{value.method_input}.device" if value.method_input else "next(self.parameters()).device"
+            if value.origin is Origin.FACTORY:
+                edit = Replace(value.node, lambda n, d=device: add_keyword(n, "device", cst.parse_expression(d)))
+            else:
+                anchor = value.fix_node or value.node
+                edit = Replace(anchor, lambda n, d=device: method_call(n, "to", cst.parse_expression(d)))
+            code = cst.Module([]).code_for_node(value.node)
+            if len(code) > 40:
+                code = code[:37] + "..."
+            message = self.message.format(code=code, method=value.method.name.value)
+            yield self.hit(value.node, Fix([edit]), message)

@@ -1,0 +1,92 @@
+"""CG105 plain-tensor-attribute."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from ..facts import Kind
+from ..fixes import Fix, Replace
+from .base import Hit, Invalid, Rule, RuleContext
+
+
+class PlainTensorAttribute(Rule):
+    """A tensor kept on a module as a plain attribute.
+
+    What it finds: ``self.name = torch.<factory>(...)`` in a module's ``__init__``
+    that is neither an ``nn.Parameter`` nor a registered buffer, and is used with
+    the module's inputs.
+
+    Why it breaks on the GPU: ``model.to(device)`` moves parameters and buffers
+    only; the attribute stays on the CPU and the first forward pass fails with
+    "Expected all tensors to be on the same device". It is also missing from
+    ``state_dict()``.
+
+    Example::
+
+        self.scale = torch.ones(4)                                        # before
+        self.register_buffer("scale", torch.ones(4), persistent=False)    # after
+
+    The fix is unsafe: ``persistent=False`` keeps the state dict as it was, but code
+    that reassigns the attribute to a non-tensor now fails.
+    """
+
+    code = "CG105"
+    name = "plain-tensor-attribute"
+    message = "`self.{attr}` is a plain tensor attribute: `.to(device)` leaves it on the CPU"
+    fix_safety = "unsafe"
+    VALID = [
+        "import torch\nfrom torch import nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.register_buffer('scale', torch.ones(4))\n    def forward(self, x):\n        return x * self.scale\n",
+        "import torch\nfrom torch import nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.w = nn.Parameter(torch.ones(4))\n    def forward(self, x):\n        return x * self.w\n",
+    ]
+    INVALID = [
+        Invalid(
+            "import torch\nfrom torch import nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.scale = torch.ones(4)\n    def forward(self, x):\n        return x * self.scale\n",
+            "import torch\nfrom torch import nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.register_buffer(\"scale\", torch.ones(4), persistent=False)\n    def forward(self, x):\n"
+            "        return x * self.scale\n",
+        ),
+    ]
+
+    def check(self, ctx: RuleContext) -> Iterator[Hit]:
+        facts = ctx.facts
+        for value in facts.values:
+            if value.kind is not Kind.TENSOR or value.context != "module-attribute" or value.explicit is not None:
+                continue
+            if not facts.is_bound(value) or value.binding_stmt is None or value.name is None:
+                continue
+            attr = value.name.split(".", 1)[1]
+            fix = self._fix(value, attr)
+            yield self.hit(value.node, fix, self.message.format(attr=attr))
+
+    @staticmethod
+    def _fix(value, attr: str):
+        stmt = value.binding_stmt
+        if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+            return None
+        assign = stmt.body[0]
+        if not isinstance(assign, cst.Assign) or len(assign.targets) != 1 or assign.value is not value.node:
+            return None
+        target = assign.targets[0].target
+        if not isinstance(target, cst.Attribute):
+            return None
+        owner = target.value
+
+        def build(node: cst.CSTNode) -> cst.CSTNode:
+            assert isinstance(node, cst.Assign)
+            call = cst.Call(
+                func=cst.Attribute(value=owner, attr=cst.Name("register_buffer")),
+                args=[
+                    cst.Arg(cst.SimpleString(f'"{attr}"')),
+                    cst.Arg(node.value),
+                    cst.Arg(cst.Name("False"), keyword=cst.Name("persistent"),
+                            equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))),
+                ],
+            )
+            return cst.Expr(call, semicolon=node.semicolon)
+
+        return Fix([Replace(assign, build)])

@@ -1,0 +1,68 @@
+"""CG204 unguarded-cuda-call."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from ..fixes import Fix, Replace
+from .base import Hit, Invalid, Rule, RuleContext
+
+
+class UnguardedCudaCall(Rule):
+    """A ``torch.cuda`` call that needs a GPU, with no check that there is one.
+
+    What it finds: ``torch.cuda.synchronize()``, ``set_device``, ``current_device``,
+    ``get_device_name``, the memory statistics, ``manual_seed_all``, events and
+    streams, outside an ``if torch.cuda.is_available():`` (or a ``use_cuda`` flag).
+
+    Why it breaks: on the CPU fallback they raise ("Torch not compiled with CUDA
+    enabled", "No CUDA GPUs are available"), or, for the seeding calls, silently do
+    nothing, so the CPU run is not seeded the way the author thinks.
+
+    Example::
+
+        torch.cuda.synchronize()                 # before
+        if torch.cuda.is_available():            # after
+            torch.cuda.synchronize()
+    """
+
+    code = "CG204"
+    name = "unguarded-cuda-call"
+    message = "`{call}` needs a GPU; guard it with `torch.cuda.is_available()`"
+    VALID = [
+        "import torch\nif torch.cuda.is_available():\n    torch.cuda.synchronize()\n",
+        "import torch\nif args.cuda:\n    torch.cuda.manual_seed_all(0)\n",
+    ]
+    INVALID = [
+        Invalid(
+            "import torch\nfor step in range(3):\n    # wait for the kernels\n    torch.cuda.synchronize()\n",
+            "import torch\nfor step in range(3):\n    # wait for the kernels\n"
+            "    if torch.cuda.is_available():\n        torch.cuda.synchronize()\n",
+        ),
+        Invalid("import torch\nprint(torch.cuda.get_device_name(0))\n", None),
+    ]
+
+    def check(self, ctx: RuleContext) -> Iterator[Hit]:
+        torch_name = ctx.facts.torch_alias or "torch"
+        for call, stmt in ctx.facts.unguarded_cuda_calls:
+            code = cst.Module([]).code_for_node(call.func)
+            yield self.hit(call, self._fix(call, stmt, torch_name), self.message.format(call=code))
+
+    @staticmethod
+    def _fix(call: cst.Call, stmt, torch_name: str):
+        # Only a call that is a statement of its own can be wrapped in the check.
+        if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1):
+            return None
+        small = stmt.body[0]
+        if not (isinstance(small, cst.Expr) and small.value is call):
+            return None
+
+        def build(node: cst.CSTNode) -> cst.CSTNode:
+            assert isinstance(node, cst.SimpleStatementLine)
+            test = cst.parse_expression(f"{torch_name}.cuda.is_available()")
+            inner = node.with_changes(leading_lines=[])
+            return cst.If(test=test, body=cst.IndentedBlock(body=[inner]), leading_lines=node.leading_lines)
+
+        return Fix([Replace(stmt, build)])
