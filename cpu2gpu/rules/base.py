@@ -17,6 +17,7 @@ class Invalid:
 
     code: str
     fixed: Optional[str] = None
+    fixable: bool = True  # False where the finding has no fix (the rule has one elsewhere)
 
 
 @dataclass(eq=False)

@@ -39,8 +39,10 @@ class OptimizerBeforeMove(Rule):
     ]
     INVALID = [
         Invalid(
-            "import torch\nmodel = torch.nn.Linear(1, 1)\nopt = torch.optim.Adagrad(model.parameters())\nmodel.to(device)\n",
-            "import torch\nmodel = torch.nn.Linear(1, 1).to(device)\nopt = torch.optim.Adagrad(model.parameters())\n"
+            "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "model = torch.nn.Linear(1, 1)\nopt = torch.optim.Adagrad(model.parameters())\nmodel.to(device)\n",
+            "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "model = torch.nn.Linear(1, 1).to(device)\nopt = torch.optim.Adagrad(model.parameters())\n"
             "model.to(device)\n",
         ),
     ]

@@ -41,7 +41,7 @@ class UnguardedCudaCall(Rule):
             "import torch\nfor step in range(3):\n    # wait for the kernels\n"
             "    if torch.cuda.is_available():\n        torch.cuda.synchronize()\n",
         ),
-        Invalid("import torch\nprint(torch.cuda.get_device_name(0))\n", None),
+        Invalid("import torch\nprint(torch.cuda.get_device_name(0))\n", None, fixable=False),
     ]
 
     def check(self, ctx: RuleContext) -> Iterator[Hit]:
