@@ -30,6 +30,8 @@ class Scope:
         self.function = function
         self.names: dict[str, Optional[Value]] = {}
         self.device_names: list[str] = []
+        # name -> (time it was first bound, the top-level statement that binds it)
+        self.device_bindings: dict[str, tuple[int, Optional[cst.CSTNode]]] = {}
 
     def has(self, name: str) -> bool:
         scope: Optional[Scope] = self
@@ -47,11 +49,14 @@ class Scope:
             scope = scope.parent
         return None
 
-    def device_name(self) -> Optional[str]:
+    def device_binding(self) -> Optional[tuple[str, int, Optional[cst.CSTNode], bool]]:
+        """The device variable in reach: (name, time bound, statement, bound at module level)."""
         scope: Optional[Scope] = self
         while scope is not None:
             if scope.device_names:
-                return scope.device_names[0]
+                name = scope.device_names[0]
+                time, stmt = scope.device_bindings.get(name, (0, None))
+                return name, time, stmt, scope.parent is None
             scope = scope.parent
         return None
 
@@ -123,19 +128,26 @@ class Analyzer:
         # Inside a module's method: (the method, its input tensor parameter).
         self.method_context: Optional[tuple[cst.FunctionDef, Optional[str]]] = None
         self.current_stmt: Optional[cst.CSTNode] = None
+        self.top_stmt: Optional[cst.CSTNode] = None  # the module-level statement being walked
+        self.current_scope: Scope = self.global_scope
         self.current_loop: Optional[cst.For] = None
         self._params_seen: list[Value] = []
 
     # -- entry ---------------------------------------------------------------------
 
     def run(self) -> Facts:
-        self.block(self.facts.module.body, self.global_scope)
+        for stmt in self.facts.module.body:
+            self.top_stmt = stmt
+            self.statement(stmt, self.global_scope)
         while self.deferred:
             function, owner = self.deferred.pop(0)
             if not function.walked:
                 self.function(function, owner, [], {})
         self.facts.torch_alias = self.imports.torch_alias
         self.facts.device_names = list(self.global_scope.device_names)
+        self.facts.global_scope = self.global_scope
+        # Names a new module-level variable would clash with (locals elsewhere may shadow it safely).
+        self.facts.names_in_use = {n.split(".", 1)[0] for n in self.global_scope.names} | set(self.imports.names)
         self.propagate()
         return self.facts
 
@@ -149,7 +161,10 @@ class Analyzer:
         return node.body
 
     def statement(self, stmt: cst.CSTNode, scope: Scope) -> None:
-        if isinstance(stmt, cst.SimpleStatementLine):
+        self.current_scope = scope
+        if isinstance(stmt, cst.BaseSmallStatement):  # the body of `if x: a = 1` on one line
+            self.small(stmt, stmt, scope)
+        elif isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
                 self.current_stmt = stmt
                 self.small(small, stmt, scope)
@@ -358,14 +373,14 @@ class Analyzer:
                 if scope.names.get(first) is None:
                     scope.names[first] = Value(Kind.TENSOR, positional[1], name=first, explicit=Place.DEVICE)
                 context = (node, first)
-        saved = (self.current_stmt, self.current_loop, self.guard_depth, self.method_context)
+        saved = (self.current_stmt, self.current_loop, self.guard_depth, self.method_context, self.current_scope)
         self.current_loop, self.guard_depth, self.method_context = None, 0, context
         self.returns.append([])
         try:
             self.block(node.body.body, scope)
         finally:
             returned = self.returns.pop()
-            self.current_stmt, self.current_loop, self.guard_depth, self.method_context = saved
+            self.current_stmt, self.current_loop, self.guard_depth, self.method_context, self.current_scope = saved
         known = [r for r in returned if r is not None]
         function.returns = known[0] if known else None
         return function.returns
@@ -385,6 +400,8 @@ class Analyzer:
                     self.bind(target_el.value, value, stmt, value_el.value, scope)
                 return
             value = self.expr(node.value, scope)
+            if value is not None and value.kind is Kind.BATCH and self.unpack_batch(node, value, stmt, scope):
+                return
             for target in node.targets:
                 self.bind(target.target, value, stmt, node.value, scope)
             self.note_device_string(node, stmt)
@@ -413,13 +430,32 @@ class Analyzer:
         else:
             self.generic(node, scope)
 
+    def unpack_batch(self, node: cst.Assign, batch: Value, stmt: cst.CSTNode, scope: Scope) -> bool:
+        """``inputs, labels = data``: each name is a batch tensor of its own, moved after this line."""
+        if len(node.targets) != 1 or not isinstance(node.targets[0].target, (cst.Tuple, cst.List)):
+            return False
+        elements = node.targets[0].target.elements
+        if not all(isinstance(e.value, cst.Name) for e in elements):
+            return False
+        for element in elements:
+            name = element.value
+            assert isinstance(name, cst.Name)
+            value = self.new(Kind.BATCH, name, scope, name=name.value, origin=Origin.UNPACK,
+                             loader=batch.loader, binding_stmt=stmt)
+            self.bind(name, value, stmt, None, scope)
+        return True
+
+    def batch_from(self, node: cst.CSTNode, loader: Optional[Value], scope: Scope) -> Value:
+        """A batch read out of a loader or a batch: ``next(iter(loader))``, ``data[0]``."""
+        return self.new(Kind.BATCH, node, scope, origin=Origin.UNPACK, loader=loader)
+
     def note_device_string(self, node: cst.Assign, stmt: cst.CSTNode) -> None:
         """``device = "cuda"`` with no fallback."""
         if self.guard_depth or not _is_cuda_literal(node.value):
             return
         for target in node.targets:
             if isinstance(target.target, cst.Name) and "device" in target.target.value.lower():
-                self.facts.hardcoded.append(Hardcoded(node.value, "device-string", target.target.value))
+                self.note_hardcoded(Hardcoded(node.value, "device-string", target.target.value))
 
     def generic(self, node: cst.CSTNode, scope: Scope) -> None:
         """Walk the children of a node the analysis has no special reading for."""
@@ -456,6 +492,8 @@ class Analyzer:
                 if value is not None and value.name is None:
                     value.name = dotted(target)
                     value.binding_stmt = stmt
+                    if value.is_root and value.fix_node is None and value.node is value_node:
+                        value.fix_node = value_node
                 return
             key = dotted(target)
             if key is None:
@@ -484,6 +522,7 @@ class Analyzer:
         if value.kind is Kind.DEVICE and self.facts.place(value) is Place.DEVICE and isinstance(target, cst.Name):
             if key not in scope.device_names:
                 scope.device_names.append(key)
+                scope.device_bindings[key] = (self.time, self.top_stmt if scope is self.global_scope else stmt)
 
     def bind_module_attribute(self, owner: Value, target: cst.Attribute, value: Optional[Value], stmt) -> None:
         """``self.x = ...`` in a module's method: what ``model.to(device)`` carries and what it leaves."""
@@ -612,6 +651,8 @@ class Analyzer:
         attr = node.attr.value
         if base.kind is Kind.INSTANCE or base.kind is Kind.MODULE and base.class_value is not None:
             return base.attrs.get(attr)
+        if base.kind is Kind.DEVICE and attr == "type":
+            return base  # torch.accelerator.current_accelerator().type: "cuda", "mps"...
         if base.kind in _TENSORISH:
             if attr in api.TENSOR_ATTRIBUTES:
                 return self.derived(node, [base])
@@ -627,8 +668,16 @@ class Analyzer:
                 indices.append(self.expr(element.slice.value, scope))
             else:
                 self.generic(element.slice, scope)
+        if base is not None and base.kind is Kind.BATCH and len(node.slice) == 1 \
+                and isinstance(node.slice[0].slice, cst.Index):
+            index = node.slice[0].slice.value
+            if isinstance(index, cst.Integer):
+                return self.batch_from(node, base.loader, scope)  # data[0]
+            if isinstance(index, cst.SimpleString) and base.is_root:
+                base.dict_batch = True  # batch["input"]: the whole dict is moved at once
+                return self.derived(node, [base])
         if base is None or base.kind is not Kind.TENSOR:
-            return None  # batch[0], batch["x"]: what the loader yields is not known here
+            return None
         tensor_indices = [i for i in indices if _is_tensorish(i)]
         if tensor_indices:
             self.facts.uses.append(Use("index", node, self.time, (base, *tensor_indices)))
@@ -686,8 +735,12 @@ class Analyzer:
             qual = self.imports.names.get(func.value)
             if qual is None:
                 values = self.args(node, scope)
-                if func.value == "tqdm" and values and values[0] is not None and values[0].kind is Kind.LOADER:
-                    return values[0]  # a progress bar yields what the loader yields
+                first = values[0] if values else None
+                if first is not None and first.kind is Kind.LOADER:
+                    if func.value in ("tqdm", "iter"):
+                        return first  # a progress bar, an iterator: they yield what the loader yields
+                    if func.value == "next":
+                        return self.batch_from(node, first, scope)
                 if func.value == "print":
                     for value in values:
                         self.note_sync(node, value)
@@ -735,6 +788,9 @@ class Analyzer:
     def qualified_call(self, node: cst.Call, qual: str, scope: Scope) -> Optional[Value]:
         if qual == "torch.device":
             return self.torch_device(node, scope)
+        if qual == "torch.accelerator.current_accelerator":
+            self.args(node, scope)
+            return Value(Kind.DEVICE, node, explicit=Place.DEVICE, time=self.time)
         if qual in api.FACTORIES or qual in api.LIKE_FACTORIES:
             return self.factory(node, qual, scope)
         if qual in api.CONVERSIONS:
@@ -746,8 +802,11 @@ class Analyzer:
                 len(node.args) > 1 and node.args[1].keyword is None
             )
             if not has_map_location:
-                self.facts.loads_without_map_location.append((node, scope))  # type: ignore[arg-type]
+                self.facts.loads_without_map_location.append((node, scope, self.time))
             return None
+        if qual.rsplit(".", 1)[-1] in ("tqdm", "trange") and qual.startswith("tqdm"):
+            values = self.args(node, scope)
+            return values[0] if values and values[0] is not None and values[0].kind is Kind.LOADER else None
         if qual in api.DATALOADERS:
             self.args(node, scope)
             loader = Value(Kind.LOADER, node, time=self.time)
@@ -796,7 +855,7 @@ class Analyzer:
             if text is not None:
                 place = _device_string_place(text) or Place.DEVICE
                 if _is_cuda_literal(first) and not self.guard_depth:
-                    self.facts.hardcoded.append(Hardcoded(node, "torch-device", self._binding_name(node)))
+                    self.note_hardcoded(Hardcoded(node, "torch-device", self._binding_name(node)))
             else:
                 value = self.expr(first, scope)
                 if value is not None and value.kind is Kind.DEVICE and value.explicit is not None:
@@ -818,7 +877,7 @@ class Analyzer:
         device_arg = _call_kwarg(node, "device")
         if device_arg is not None:
             if _is_cuda_literal(device_arg.value) and not self.guard_depth:
-                self.facts.hardcoded.append(Hardcoded(device_arg, "device-kwarg"))
+                self.note_hardcoded(Hardcoded(device_arg, "device-kwarg"))
             place, follows = self.device_arg_place(device_arg.value, scope)
             if follows is not None:
                 return Value(Kind.TENSOR, node, sources=(follows,), time=self.time)
@@ -871,6 +930,10 @@ class Analyzer:
             self._params_seen.append(receiver)
         return None
 
+    def note_hardcoded(self, found: Hardcoded) -> None:
+        found.scope, found.time = self.current_scope, self.time
+        self.facts.hardcoded.append(found)
+
     def note_sync(self, node: cst.CSTNode, value: Optional[Value]) -> None:
         """A copy to the host on every training step (``.item()``, ``.cpu()``, ``print(t)``)."""
         if self.step_depth == 0 and _is_tensorish(value):
@@ -901,7 +964,7 @@ class Analyzer:
             if not self.guard_depth:
                 fresh = receiver is not None and receiver.origin is Origin.FACTORY and func.value is receiver.node
                 literal = not node.args or isinstance(node.args[0].value, cst.Integer)
-                self.facts.hardcoded.append(Hardcoded(node, "cuda-call" if literal else "cuda-index",
+                self.note_hardcoded(Hardcoded(node, "cuda-call" if literal else "cuda-index",
                                                       on_fresh_factory=fresh))
             self.args(node, scope)
         else:
@@ -912,7 +975,7 @@ class Analyzer:
             if candidate is not None:
                 target = candidate.value
                 if _is_cuda_literal(target) and not self.guard_depth:
-                    self.facts.hardcoded.append(Hardcoded(candidate, "to-string"))
+                    self.note_hardcoded(Hardcoded(candidate, "to-string"))
                 place, follows = self.device_arg_place(target, scope)
             for arg in node.args:
                 if arg is not candidate:

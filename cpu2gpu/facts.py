@@ -45,6 +45,7 @@ class Origin(enum.Enum):
     CONVERSION = "conversion"  # torch.from_numpy(...): gets .to(device)
     MODULE = "module"  # Net(): gets .to(device)
     LOOP = "loop"  # for x, y in loader: moved at the top of the body
+    UNPACK = "unpack"  # x, y = batch / next(iter(loader)) / batch[0]: moved right after
 
 
 @dataclass(eq=False)
@@ -98,6 +99,7 @@ class Value:
     weighted_loss: bool = False  # a loss built with tensor arguments (weight=...)
     loader: Optional["Value"] = None  # BATCH: the DataLoader it comes from
     moved_batches: bool = False  # LOADER: the script moves its batches to the device
+    dict_batch: bool = False  # BATCH: indexed by keys (batch["input"]): every value is moved
 
     @property
     def is_root(self) -> bool:
@@ -123,6 +125,8 @@ class Hardcoded:
     node: cst.CSTNode
     form: str  # "cuda-call" | "cuda-index" | "to-string" | "device-kwarg" | "torch-device" | "device-string"
     binding_name: Optional[str] = None
+    scope: Optional[object] = None
+    time: Optional[int] = None
     on_fresh_factory: bool = False  # torch.zeros(3).cuda(): the factory can take device= at once
 
 
@@ -133,12 +137,13 @@ class Facts:
     values: list[Value] = field(default_factory=list)
     uses: list[Use] = field(default_factory=list)
     hardcoded: list[Hardcoded] = field(default_factory=list)
-    loads_without_map_location: list = field(default_factory=list)  # (call, scope)
+    loads_without_map_location: list = field(default_factory=list)  # (call, scope, time)
     unguarded_cuda_calls: list = field(default_factory=list)  # (call, statement)
     create_then_move: list = field(default_factory=list)  # (.to() call, factory call)
     loaders: list[Value] = field(default_factory=list)
     # Names of module-level device variables that can be the GPU, in binding order.
     device_names: list[str] = field(default_factory=list)
+    global_scope: Optional[object] = None
     device_binding_time: dict[str, int] = field(default_factory=dict)
     names_in_use: set[str] = field(default_factory=set)
     last_import_stmt: Optional[cst.CSTNode] = None

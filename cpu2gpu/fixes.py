@@ -25,8 +25,15 @@ class InsertAfter:
     """A new statement right after ``stmt`` (a statement of a module or an indented block)."""
 
     stmt: cst.CSTNode
-    code: str
+    code: Union[str, cst.BaseStatement]
     blank_line_before: bool = False
+
+
+@dataclass(eq=False)
+class Remove:
+    """Take a statement out (it is inserted elsewhere by another edit)."""
+
+    stmt: cst.CSTNode
 
 
 @dataclass(eq=False)
@@ -37,7 +44,7 @@ class InsertAtLoopStart:
     code: str
 
 
-Edit = Union[Replace, InsertAfter, InsertAtLoopStart]
+Edit = Union[Replace, InsertAfter, InsertAtLoopStart, Remove]
 
 
 @dataclass(eq=False)
@@ -86,6 +93,12 @@ def add_keyword(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.Cal
     if not args:
         return call.with_changes(args=[new_arg])
     last = args[-1]
+    if not isinstance(last.comma, cst.Comma) and isinstance(last.whitespace_after_arg, cst.ParenthesizedWhitespace):
+        # f(\n    a  # note\n) -> f(\n    a, name=value  # note\n): the comment and the line break stay last.
+        args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
+                                     whitespace_after_arg=cst.SimpleWhitespace(""))
+        args.append(new_arg.with_changes(whitespace_after_arg=last.whitespace_after_arg))
+        return call.with_changes(args=args)
     if isinstance(last.comma, cst.Comma):
         # f(\n    a,\n) -> f(\n    a,\n    name=value,\n): reuse the spacing between arguments.
         if len(args) > 1 and isinstance(args[-2].comma, cst.Comma):
@@ -110,8 +123,12 @@ class _ApplyEdits(cst.CSTTransformer):
         self.replace: dict[int, list[Replace]] = {}
         self.after: dict[int, list[InsertAfter]] = {}
         self.loop_start: dict[int, list[InsertAtLoopStart]] = {}
+        self.remove: set[int] = set()
+        self.inserting: Optional[int] = None
         for edit in edits:
-            if isinstance(edit, Replace):
+            if isinstance(edit, Remove):
+                self.remove.add(id(edit.stmt))
+            elif isinstance(edit, Replace):
                 self.replace.setdefault(id(edit.node), []).append(edit)
             elif isinstance(edit, InsertAfter):
                 bucket = self.after.setdefault(id(edit.stmt), [])
@@ -124,11 +141,20 @@ class _ApplyEdits(cst.CSTTransformer):
 
     def on_leave(self, original_node, updated_node):  # type: ignore[override]
         updated = super().on_leave(original_node, updated_node)
+        if id(original_node) in self.remove and id(original_node) != self.inserting:
+            return cst.RemoveFromParent()
         for edit in self.replace.get(id(original_node), ()):
             updated = edit.build(updated)
         return updated
 
-    def _statement(self, code: str, blank_line_before: bool = False) -> cst.BaseStatement:
+    def _statement(self, code, blank_line_before: bool = False) -> cst.BaseStatement:
+        if isinstance(code, cst.CSTNode):
+            # A statement moved from elsewhere: the edits inside it still apply.
+            self.inserting = id(code)
+            try:
+                return code.visit(self)
+            finally:
+                self.inserting = None
         stmt = cst.parse_statement(code, config=self.config)
         if blank_line_before:
             stmt = stmt.with_changes(leading_lines=[cst.EmptyLine()])
@@ -136,28 +162,35 @@ class _ApplyEdits(cst.CSTTransformer):
 
     def _with_inserts(self, originals: Sequence[cst.CSTNode], updated: Sequence[cst.CSTNode]) -> list:
         body: list = []
-        for original, new in zip(originals, updated):
-            body.append(new)
+        kept = iter(updated)
+        for original in originals:
+            if id(original) in self.remove:
+                continue
+            body.append(next(kept))
             for edit in self.after.get(id(original), ()):
                 body.append(self._statement(edit.code, edit.blank_line_before))
         return body
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
-        if not any(id(s) in self.after for s in original_node.body):
+        if not any(id(s) in self.after or id(s) in self.remove for s in original_node.body):
             return updated_node
         return updated_node.with_changes(body=self._with_inserts(original_node.body, updated_node.body))
 
     def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock):
-        if not any(id(s) in self.after for s in original_node.body):
+        if not any(id(s) in self.after or id(s) in self.remove for s in original_node.body):
             return updated_node
         return updated_node.with_changes(body=self._with_inserts(original_node.body, updated_node.body))
 
     def leave_For(self, original_node: cst.For, updated_node: cst.For):
         inserts = self.loop_start.get(id(original_node))
-        if not inserts or not isinstance(updated_node.body, cst.IndentedBlock):
+        if not inserts:
             return updated_node
         new = [self._statement(edit.code) for edit in inserts]
         block = updated_node.body
+        if isinstance(block, cst.SimpleStatementSuite):
+            # for x in loader: step(x) -> an indented block, so the move can go first.
+            line = cst.SimpleStatementLine(body=block.body, trailing_whitespace=block.trailing_whitespace)
+            return updated_node.with_changes(body=cst.IndentedBlock(body=[*new, line]))
         return updated_node.with_changes(body=block.with_changes(body=[*new, *block.body]))
 
 
@@ -179,9 +212,20 @@ class DeviceSetup:
     torch_name: str = "torch"
     needs_import: bool = False
     anchor: Optional[cst.CSTNode] = None  # statement to insert after; None: top of the file
-    edits: list[Edit] = field(default_factory=list)
+    hoist: Optional[cst.CSTNode] = None  # the script's own device statement, moved up to the anchor
+
+    def can_hoist(self, stmt: cst.CSTNode, name: str) -> bool:
+        """A device statement that reads nothing but torch can move up to the imports."""
+        if self.anchor is None:
+            return False
+        allowed = {self.torch_name, name, "True", "False", "None", "print"}
+        return _free_names(stmt) <= allowed
 
     def setup_edits(self, module: cst.Module) -> list[Edit]:
+        if self.hoist is not None:
+            moved = self.hoist.with_changes(
+                leading_lines=[cst.EmptyLine(), *[l for l in self.hoist.leading_lines if l.comment is not None]])
+            return [Remove(self.hoist), InsertAfter(self.anchor, moved)]
         code = f'{self.name} = {self.torch_name}.device("cuda" if {self.torch_name}.cuda.is_available() else "cpu")'
         lines = ([f"import {self.torch_name}"] if self.needs_import else []) + [code]
         if self.anchor is None:
@@ -202,6 +246,23 @@ def _prepend(module: cst.Module, lines: list[str]) -> cst.Module:
         statements[0] = statements[0].with_changes(leading_lines=first.leading_lines)
         body[0] = first.with_changes(leading_lines=[cst.EmptyLine()])
     return module.with_changes(body=[*statements, *body])
+
+
+def _free_names(node: cst.CSTNode) -> set[str]:
+    """The names an expression or statement reads or binds (attribute names excluded)."""
+    names: set[str] = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Name):
+            names.add(current.value)
+        elif isinstance(current, cst.Attribute):
+            stack.append(current.value)
+        elif isinstance(current, cst.Arg):
+            stack.append(current.value)  # not the keyword
+        else:
+            stack.extend(current.children)
+    return names
 
 
 def _is_import_line(stmt: cst.CSTNode) -> bool:
@@ -245,9 +306,11 @@ def plan_device_setup(module: cst.Module, torch_alias: Optional[str], names_in_u
         index += 1
     needs_import = torch_alias is None
     if not needs_import and not any(_imports_torch(s, torch_name) for s in body[:index]):
-        # torch is imported further down: the device line goes right after that import.
-        for stmt in body[index:]:
-            if _imports_torch(stmt, torch_name):
-                anchor = stmt
+        # torch is imported further down: the device line goes after the imports around it.
+        for position in range(index, len(body)):
+            if _imports_torch(body[position], torch_name):
+                while position + 1 < len(body) and _is_import_line(body[position + 1]):
+                    position += 1
+                anchor = body[position]
                 break
     return DeviceSetup(name=name, exists=False, torch_name=torch_name, needs_import=needs_import, anchor=anchor)

@@ -38,13 +38,23 @@ class RuleContext:
         self.facts = facts
         self.setup = setup
 
-    def device_for(self, scope: object = None) -> tuple[str, bool]:
-        """The device name to use at a site in ``scope``, and whether the setup must be added."""
-        name = scope.device_name() if scope is not None and hasattr(scope, "device_name") else None
-        if name is None and self.facts.device_names:
-            name = self.facts.device_names[0]
-        if name is not None:
+    def device_for(self, scope: object = None, time: Optional[int] = None) -> tuple[str, bool]:
+        """The device name to use at a site, and whether the setup must be added for it.
+
+        ``scope`` and ``time`` say where the site is: a device variable bound further
+        down the module than the site is hoisted above it (if it depends on torch
+        alone), else the site gets a device of its own.
+        """
+        reach = scope if scope is not None and hasattr(scope, "device_binding") else self.facts.global_scope
+        binding = reach.device_binding() if reach is not None else None
+        if binding is None:
+            return self.setup.name, True
+        name, bound_at, stmt, module_level = binding
+        if time is None or not module_level or bound_at <= time:
             return name, False
+        if stmt is not None and self.setup.can_hoist(stmt, name):
+            self.setup.hoist = stmt
+            return name, True
         return self.setup.name, True
 
 

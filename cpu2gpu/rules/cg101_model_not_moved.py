@@ -67,7 +67,7 @@ class ModelNotMoved(Rule):
 
 def move_module(ctx: RuleContext, value) -> Fix:
     """Move a module where it is built: chained on ``name = Net()``, else on the next line."""
-    device, needs_setup = ctx.device_for(value.scope)
+    device, needs_setup = ctx.device_for(value.scope, value.time)
     stmt = value.binding_stmt
     if value.fix_node is not None:
         edit = Replace(value.fix_node, lambda node, d=device: chain_to(node, d))

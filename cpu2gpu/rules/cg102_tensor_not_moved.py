@@ -68,7 +68,7 @@ class TensorNotMoved(Rule):
                 continue
             if value.context is not None:
                 continue  # made inside a module: CG104 / CG105
-            device, needs_setup = ctx.device_for(value.scope)
+            device, needs_setup = ctx.device_for(value.scope, value.time)
             if value.origin is Origin.FACTORY:
                 edit = Replace(value.node, lambda node, d=device: add_keyword(node, "device", cst.parse_expression(d)))
             else:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterator, Optional
+
+import libcst as cst
 
 from ..facts import Kind, Origin
-from ..fixes import Fix, InsertAtLoopStart
+from ..fixes import Fix, InsertAfter, InsertAtLoopStart, Replace, chain_to
 from .base import Hit, Invalid, Rule, RuleContext
 
 
@@ -13,7 +15,10 @@ class BatchNotMoved(Rule):
     """A DataLoader loop variable is used without a move to the device.
 
     What it finds: the variables of ``for x, y in loader`` (also under
-    ``enumerate``) that reach the model or meet its output while still on the CPU.
+    ``enumerate``, ``tqdm``, ``iter``), the names a batch is unpacked into
+    (``inputs, labels = data``, ``x, y = next(iter(loader))``, ``data[0]``) and
+    dict batches (``batch["input"]``) that reach the model or meet its output while
+    still on the CPU.
 
     Why it breaks on the GPU: a DataLoader yields CPU tensors; the model's weights
     are on the device, so the forward pass or the loss fails with "Expected all
@@ -48,19 +53,54 @@ class BatchNotMoved(Rule):
             "for i, (x, y) in enumerate(loader):\n    x, y = x.to(device), y.to(device)\n    # forward\n"
             "    loss = (model(x) - y).pow(2).mean()\n",
         ),
+        Invalid(
+            "import torch\nfrom torch.utils.data import DataLoader\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\nmodel = torch.nn.Linear(2, 1).to(device)\n"
+            "loader = DataLoader(ds, pin_memory=True)\nfor i, data in enumerate(loader, 0):\n    inputs, labels = data\n"
+            "    loss = (model(inputs) - labels).sum()\nx, y = next(iter(loader))\nprint(model(x))\n",
+            "import torch\nfrom torch.utils.data import DataLoader\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\nmodel = torch.nn.Linear(2, 1).to(device)\n"
+            "loader = DataLoader(ds, pin_memory=True)\nfor i, data in enumerate(loader, 0):\n    inputs, labels = data\n"
+            "    inputs, labels = inputs.to(device), labels.to(device)\n"
+            "    loss = (model(inputs) - labels).sum()\nx, y = next(iter(loader))\nx = x.to(device)\n"
+            "print(model(x))\n",
+        ),
+        Invalid(
+            "import torch\nfrom torch.utils.data import DataLoader\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\nmodel = torch.nn.Linear(2, 1).to(device)\n"
+            "for batch in DataLoader(ds, pin_memory=True):\n    out = model(batch['input'])\n",
+            "import torch\nfrom torch.utils.data import DataLoader\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\nmodel = torch.nn.Linear(2, 1).to(device)\n"
+            "for batch in DataLoader(ds, pin_memory=True):\n    batch = {k: v.to(device) for k, v in batch.items()}\n"
+            "    out = model(batch['input'])\n",
+        ),
     ]
 
     def check(self, ctx: RuleContext) -> Iterator[Hit]:
         facts = ctx.facts
-        by_loop: dict[int, list] = {}
+        groups: dict[int, list] = {}
         for value in facts.values:
-            if value.kind is Kind.BATCH and value.origin is Origin.LOOP and facts.is_bound(value):
-                by_loop.setdefault(id(value.loop), []).append(value)
-        for values in by_loop.values():
-            loop = values[0].loop
-            device, needs_setup = ctx.device_for(values[0].scope)
-            names = [v.name for v in values]
-            moved = ", ".join(f"{n}.to({device})" for n in names)
-            fix = Fix([InsertAtLoopStart(loop, f"{', '.join(names)} = {moved}")], needs_device_setup=needs_setup)
+            if value.kind is Kind.BATCH and value.is_root and facts.is_bound(value):
+                anchor = value.loop if value.origin is Origin.LOOP else value.binding_stmt
+                groups.setdefault(id(anchor) if anchor is not None else id(value), []).append(value)
+        for values in groups.values():
+            fix = self._fix(ctx, values)
             for value in values:
-                yield self.hit(value.node, fix, self.message.format(name=value.name))
+                yield self.hit(value.node, fix, self.message.format(name=value.name or "batch"))
+
+    @staticmethod
+    def _fix(ctx: RuleContext, values: list) -> Optional[Fix]:
+        first = values[0]
+        device, needs_setup = ctx.device_for(first.scope, first.time)
+        if first.name is None or "." in first.name:
+            # next(iter(loader)) or data[0] used in place: move it there.
+            return Fix([Replace(first.node, lambda n, d=device: chain_to(n, d))], needs_device_setup=needs_setup)
+        names = [v.name for v in values]
+        moved = ", ".join(
+            f"{{k: v.to({device}) for k, v in {n}.items()}}" if v.dict_batch else f"{n}.to({device})"
+            for n, v in zip(names, values)
+        )
+        code = f"{', '.join(names)} = {moved}"
+        if first.origin is Origin.LOOP:
+            edit = InsertAtLoopStart(first.loop, code)
+        elif isinstance(first.binding_stmt, cst.SimpleStatementLine):
+            edit = InsertAfter(first.binding_stmt, code)
+        else:
+            return None
+        return Fix([edit], needs_device_setup=needs_setup)

@@ -57,7 +57,7 @@ class HardcodedCuda(Rule):
         torch_name = facts.torch_alias or "torch"
         fallback = f'"cuda" if {torch_name}.cuda.is_available() else "cpu"'
         for found in facts.hardcoded:
-            device, needs_setup = ctx.device_for(None)
+            device, needs_setup = ctx.device_for(found.scope, found.time)
             node = found.node
             if found.form == "cuda-index":
                 # .cuda(args.gpu): a chosen GPU; the fallback needs a decision the tool cannot make.

@@ -43,7 +43,7 @@ class LoadWithoutMapLocation(Rule):
     ]
 
     def check(self, ctx: RuleContext) -> Iterator[Hit]:
-        for call, scope in ctx.facts.loads_without_map_location:
-            device, needs_setup = ctx.device_for(scope)
+        for call, scope, time in ctx.facts.loads_without_map_location:
+            device, needs_setup = ctx.device_for(scope, time)
             build = lambda n, d=device: add_keyword(n, "map_location", cst.parse_expression(d))  # noqa: E731
             yield self.hit(call, Fix([Replace(call, build)], needs_device_setup=needs_setup))
