@@ -65,6 +65,15 @@ def _is_tensorish(value: Optional[Value]) -> bool:
     return value is not None and value.kind in _TENSORISH
 
 
+def _tensors_of(value: Optional[Value]) -> list[Value]:
+    """The tensors a value stands for: itself, or the tensors of a returned tuple (h, c)."""
+    if value is None:
+        return []
+    if value.kind is Kind.TUPLE:
+        return [e for e in value.elements if _is_tensorish(e)]
+    return [value] if _is_tensorish(value) else []
+
+
 def _string_value(node: cst.CSTNode) -> Optional[str]:
     if isinstance(node, cst.SimpleString):
         try:
@@ -105,6 +114,13 @@ def _mentions_guard(node: cst.CSTNode) -> bool:
     return False
 
 
+def _leaves_block(suite: cst.BaseSuite) -> bool:
+    last = suite.body[-1] if suite.body else None
+    if isinstance(last, cst.SimpleStatementLine):
+        last = last.body[-1] if last.body else None
+    return isinstance(last, (cst.Return, cst.Raise, cst.Continue, cst.Break))
+
+
 def _call_kwarg(call: cst.Call, name: str) -> Optional[cst.Arg]:
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value == name:
@@ -117,6 +133,7 @@ class Analyzer:
         self.facts = Facts(module=module)
         self.imports = ImportTable()
         self.module_classes: set[str] = set()
+        self.module_class_values: dict[str, Value] = {}
         self.time = 0
         self.guard_depth = 0
         self.global_scope = Scope(None)
@@ -130,6 +147,7 @@ class Analyzer:
         self.current_stmt: Optional[cst.CSTNode] = None
         self.top_stmt: Optional[cst.CSTNode] = None  # the module-level statement being walked
         self.current_scope: Scope = self.global_scope
+        self.walking_deferred = False  # in a function no code of the file calls
         self.current_loop: Optional[cst.For] = None
         self._params_seen: list[Value] = []
 
@@ -142,7 +160,7 @@ class Analyzer:
         while self.deferred:
             function, owner = self.deferred.pop(0)
             if not function.walked:
-                self.function(function, owner, [], {})
+                self.function(function, owner, [], {}, deferred=owner is None)
         self.facts.torch_alias = self.imports.torch_alias
         self.facts.device_names = list(self.global_scope.device_names)
         self.facts.global_scope = self.global_scope
@@ -154,8 +172,17 @@ class Analyzer:
     # -- statements ----------------------------------------------------------------
 
     def block(self, body: Iterable[cst.CSTNode], scope: Scope) -> None:
-        for stmt in body:
-            self.statement(stmt, scope)
+        guards = 0
+        try:
+            for stmt in body:
+                self.statement(stmt, scope)
+                if isinstance(stmt, cst.If) and stmt.orelse is None and _mentions_guard(stmt.test) \
+                        and _leaves_block(stmt.body):
+                    # if not torch.cuda.is_available(): return ... -> what follows runs with a GPU
+                    guards += 1
+                    self.guard_depth += 1
+        finally:
+            self.guard_depth -= guards
 
     def body_of(self, node: cst.BaseSuite) -> Iterable[cst.CSTNode]:
         return node.body
@@ -307,19 +334,27 @@ class Analyzer:
         has_forward = any(
             isinstance(s, cst.FunctionDef) and s.name.value == "forward" for s in stmt.body.body
         )
+        holds_state = False  # known to hold parameters or buffers whatever its __init__ does
+        local_bases = []
         for base in stmt.bases:
             qual = self.imports.resolve(base.value)
             base_name = dotted(base.value)
             if qual is not None and (qual in api.MODULE_BASES or api.is_module_class(qual)):
                 is_module = True
+                holds_state = holds_state or qual not in ("torch.nn.Module",)
             elif base_name in self.module_classes:
                 is_module = True
+                local_bases.append(self.module_class_values[base_name])
             elif qual is None and base_name not in (None, "object") and has_forward:
                 # An unknown base with a forward(): a module from elsewhere in the project.
                 is_module = True
+                holds_state = True
         if is_module:
             self.module_classes.add(name)
-        class_value = Value(Kind.CLASS, stmt, name=name, definition=stmt, def_scope=scope)
+        class_value = Value(Kind.CLASS, stmt, name=name, definition=stmt, def_scope=scope,
+                            holds_state=holds_state, stateful_bases=tuple(local_bases))
+        if is_module:
+            self.module_class_values[name] = class_value
         scope.names[name] = None if is_module else class_value
         # A module's methods see ``self`` as the module, on the device with its submodules.
         owner = Value(Kind.MODULE, stmt, name="self", explicit=Place.DEVICE, class_value=class_value) if is_module else None
@@ -338,7 +373,8 @@ class Analyzer:
         for method in sorted(methods, key=lambda m: order.get(m.name, 2)):
             self.deferred.append((method, owner))
 
-    def function(self, function: Value, owner: Optional[Value], args: list, kwargs: dict) -> Optional[Value]:
+    def function(self, function: Value, owner: Optional[Value], args: list, kwargs: dict,
+                 deferred: bool = False) -> Optional[Value]:
         """Walk a function's body with what its caller passes; its return value, if known.
 
         ``owner`` is the object a method is called on (``self``). A function is walked
@@ -373,14 +409,17 @@ class Analyzer:
                 if scope.names.get(first) is None:
                     scope.names[first] = Value(Kind.TENSOR, positional[1], name=first, explicit=Place.DEVICE)
                 context = (node, first)
-        saved = (self.current_stmt, self.current_loop, self.guard_depth, self.method_context, self.current_scope)
+        saved = (self.current_stmt, self.current_loop, self.guard_depth, self.method_context, self.current_scope,
+                 self.walking_deferred, self.step_depth)
         self.current_loop, self.guard_depth, self.method_context = None, 0, context
+        self.walking_deferred, self.step_depth = deferred, None
         self.returns.append([])
         try:
             self.block(node.body.body, scope)
         finally:
             returned = self.returns.pop()
-            self.current_stmt, self.current_loop, self.guard_depth, self.method_context, self.current_scope = saved
+            (self.current_stmt, self.current_loop, self.guard_depth, self.method_context, self.current_scope,
+             self.walking_deferred, self.step_depth) = saved
         known = [r for r in returned if r is not None]
         function.returns = known[0] if known else None
         return function.returns
@@ -402,6 +441,13 @@ class Analyzer:
             value = self.expr(node.value, scope)
             if value is not None and value.kind is Kind.BATCH and self.unpack_batch(node, value, stmt, scope):
                 return
+            if value is not None and value.kind is Kind.TUPLE and len(node.targets) == 1:
+                target = node.targets[0].target
+                if isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == len(value.elements):
+                    # model, optimizer = build(): what the function returned, element by element
+                    for element, returned in zip(target.elements, value.elements):
+                        self.bind(element.value, returned, stmt, None, scope)
+                    return
             for target in node.targets:
                 self.bind(target.target, value, stmt, node.value, scope)
             self.note_device_string(node, stmt)
@@ -416,7 +462,16 @@ class Analyzer:
         elif isinstance(node, cst.Expr):
             self.expr(node.value, scope)
         elif isinstance(node, cst.Return):
-            value = self.expr(node.value, scope) if node.value is not None else None
+            if isinstance(node.value, cst.Tuple) and not any(isinstance(e, cst.StarredElement) for e in node.value.elements):
+                elements = tuple(self.expr(e.value, scope) for e in node.value.elements)
+                value = Value(Kind.TUPLE, node.value, elements=elements, time=self.time)
+            else:
+                value = self.expr(node.value, scope) if node.value is not None else None
+            if self.walking_deferred:
+                # Returned to a caller outside this file: where it goes from here is not known.
+                for returned in (value.elements if value is not None and value.kind is Kind.TUPLE else (value,)):
+                    if returned is not None and returned.kind is Kind.MODULE:
+                        returned.escaped = True
             if value is not None and value.is_root and value.fix_node is None and value.node is node.value:
                 # def build(): return Net() -> moved where it is made, so every caller gets it moved.
                 value.fix_node = node.value
@@ -485,7 +540,7 @@ class Analyzer:
         elif isinstance(target, cst.Attribute):
             base = self.expr(target.value, scope)
             if base is not None and base.kind is Kind.MODULE and base.class_value is not None:
-                self.bind_module_attribute(base, target, value, stmt)
+                self.bind_module_attribute(base, target, value, stmt, value_node)
                 return
             if base is not None and base.kind is Kind.INSTANCE:
                 base.attrs[target.attr.value] = value  # self.model = model, kept across methods
@@ -524,9 +579,26 @@ class Analyzer:
                 scope.device_names.append(key)
                 scope.device_bindings[key] = (self.time, self.top_stmt if scope is self.global_scope else stmt)
 
-    def bind_module_attribute(self, owner: Value, target: cst.Attribute, value: Optional[Value], stmt) -> None:
+    def note_state(self, owner: Value, value: Optional[Value], value_node) -> None:
+        """What a module's methods assign to ``self``: evidence that it holds state or places itself."""
+        cls = owner.class_value
+        if cls is None:
+            return
+        if value is None:
+            # self.encoder = build(...): may well be a layer; self.dim = dim is not.
+            if isinstance(value_node, (cst.Call, cst.Subscript, cst.ListComp, cst.List, cst.Dict)):
+                cls.holds_state = True
+            return
+        if value.kind is Kind.MODULE or value.is_parameter:
+            cls.holds_state = cls.holds_state or value.stateful or value.is_parameter
+            if value.kind is Kind.MODULE and value.moves:
+                cls.places_itself = True  # self.fc = nn.Linear(...).cuda(rank)
+
+    def bind_module_attribute(self, owner: Value, target: cst.Attribute, value: Optional[Value], stmt,
+                              value_node=None) -> None:
         """``self.x = ...`` in a module's method: what ``model.to(device)`` carries and what it leaves."""
         owner.attrs[target.attr.value] = value
+        self.note_state(owner, value, value_node)
         if value is None:
             return
         if value.name is None:
@@ -576,7 +648,7 @@ class Analyzer:
         return Value(Kind.TENSOR, node, sources=found, time=self.time)
 
     def op(self, node: cst.CSTNode, values: Iterable[Optional[Value]]) -> None:
-        tensors = tuple(v for v in values if _is_tensorish(v))
+        tensors = tuple(t for v in values for t in _tensors_of(v))
         if len(tensors) >= 2:
             self.facts.uses.append(Use("op", node, self.time, tensors))
 
@@ -779,11 +851,13 @@ class Analyzer:
             self.op(node, values)
             return self.derived(node, [v for v in values if _is_tensorish(v)])
         module.used = True
-        pairs = [(v, a.value) for v, a in zip(values, node.args) if _is_tensorish(v)]
+        pairs = [(t, a.value) for v, a in zip(values, node.args) for t in _tensors_of(v)]
         self.facts.uses.append(
             Use("call", node, self.time, tuple(v for v, _ in pairs), tuple(n for _, n in pairs), module=module)
         )
-        return Value(Kind.TENSOR, node, output_of=(module, self.time), time=self.time)
+        # The sources stand for the output when the module turns out to hold no state.
+        return Value(Kind.TENSOR, node, output_of=(module, self.time), sources=tuple(v for v, _ in pairs),
+                     time=self.time)
 
     def qualified_call(self, node: cst.Call, qual: str, scope: Scope) -> Optional[Value]:
         if qual == "torch.device":
@@ -835,11 +909,12 @@ class Analyzer:
             return values[0] if values and values[0] is not None and values[0].kind is Kind.MODULE else None
         if qual.startswith("<local>.") or api.is_module_class(qual):
             values = self.args(node, scope)
-            stateful = qual.startswith("<local>.") or not api.is_stateless_module(qual)
+            local = self.module_class_values.get(qual[8:]) if qual.startswith("<local>.") else None
+            stateful = local is not None or not api.is_stateless_module(qual)
             weighted = not stateful and any(_is_tensorish(v) for v in values)
             # A loss built with weight=tensor holds it as a buffer.
             return self.new(Kind.MODULE, node, scope, origin=Origin.MODULE, stateful=stateful or weighted,
-                            weighted_loss=weighted)
+                            weighted_loss=weighted, class_value=local)
         if api.is_tensor_function(qual):
             values = self.args(node, scope)
             self.op(node, values)
@@ -895,7 +970,12 @@ class Analyzer:
             if method in receiver.attrs or method in receiver.class_value.methods:
                 return self.instance_method_call(node, receiver, method, scope)
             if method == "register_buffer":
+                receiver.class_value.holds_state = True
                 return self.register_buffer(node, receiver, scope)
+            if method in ("register_parameter", "add_module", "register_module"):
+                receiver.class_value.holds_state = True
+            if method in api.MOVE_METHODS and self.method_context is not None:
+                receiver.class_value.places_itself = True  # self.to(device) / self.cuda() in its own code
         if method in api.MOVE_METHODS:
             return self.move(node, func, receiver, method, scope)
         values = self.args(node, scope)
@@ -1020,13 +1100,23 @@ class Analyzer:
         """Mark the roots that the migration must put on the device, to a fixed point."""
         facts = self.facts
         for value in facts.values:
-            if value.kind is Kind.MODULE and value.used and value.stateful:
+            if value.kind is Kind.MODULE and value.class_value is not None:
+                if _places_itself(value.class_value):
+                    value.explicit = Place.DEVICE  # its __init__ puts its layers where they go
+                elif not _holds_state(value.class_value):
+                    value.stateful = False  # only a forward(): like nn.ReLU, nothing to move
+        for value in facts.values:
+            if value.kind is Kind.MODULE and value.used and value.stateful and not value.escaped:
                 facts.bound.add(id(value))
         changed = True
         while changed:
             changed = False
             for use in facts.uses:
-                if use.kind == "call":
+                if use.kind == "call" and not use.module.stateful:
+                    if not any(facts.place(v) is Place.DEVICE for v in use.values):
+                        continue
+                    pulled = use.values
+                elif use.kind == "call":
                     if facts.module_place(use.module, use.time) is not Place.DEVICE:
                         continue
                     pulled = use.values
@@ -1045,6 +1135,14 @@ class Analyzer:
                         if id(root) not in facts.bound:
                             facts.bound.add(id(root))
                             changed = True
+
+
+def _holds_state(cls: Value) -> bool:
+    return cls.holds_state or any(_holds_state(base) for base in cls.stateful_bases)
+
+
+def _places_itself(cls: Value) -> bool:
+    return cls.places_itself or any(_places_itself(base) for base in cls.stateful_bases)
 
 
 def analyze(module: cst.Module) -> Facts:

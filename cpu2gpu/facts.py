@@ -36,6 +36,7 @@ class Kind(enum.Enum):
     FUNCTION = "function"  # a function of the file: walked where it is first called
     CLASS = "class"  # a class of the file that is not a module
     INSTANCE = "instance"  # an object of such a class: its attributes are tracked
+    TUPLE = "tuple"  # what a function of the file returns as a tuple: unpacked by its callers
 
 
 class Origin(enum.Enum):
@@ -99,6 +100,12 @@ class Value:
     weighted_loss: bool = False  # a loss built with tensor arguments (weight=...)
     loader: Optional["Value"] = None  # BATCH: the DataLoader it comes from
     moved_batches: bool = False  # LOADER: the script moves its batches to the device
+    escaped: bool = False  # MODULE: returned from a function nobody in the file calls
+    elements: tuple = ()  # TUPLE: the values, None where unknown
+    # CLASS of a module: whether it holds state, whether it places its own submodules.
+    holds_state: bool = False
+    places_itself: bool = False
+    stateful_bases: tuple = ()  # CLASS: local module classes it inherits from
     dict_batch: bool = False  # BATCH: indexed by keys (batch["input"]): every value is moved
 
     @property
@@ -167,7 +174,7 @@ class Facts:
             return self.module_place(value, value.time)
         if value.explicit is not None:
             return value.explicit
-        if value.output_of is not None:
+        if value.output_of is not None and value.output_of[0].stateful:
             module, time = value.output_of
             return self.module_place(module, time)
         if value.is_root:
@@ -183,7 +190,7 @@ class Facts:
         """The fixable roots whose placement decides this value's."""
         if value.is_root:
             return [value]
-        if value.explicit is not None or value.output_of is not None:
+        if value.explicit is not None or value.output_of is not None and value.output_of[0].stateful:
             return []
         found: list[Value] = []
         for source in value.sources:

@@ -37,6 +37,15 @@ class ModelNotMoved(Rule):
         "import torch.nn as nn\nmodel = nn.Linear(1, 1)\nif use_cuda:\n    model.cuda()\nmodel(x)\n",
         "import torch.nn as nn\nrelu = nn.ReLU()\nrelu(x)\n",
         "import torch.nn as nn\nmodel = nn.Linear(1, 1)\n",
+        # Holds nothing to move: only a forward().
+        "import torch\nfrom torch import nn\nclass Double(nn.Module):\n    def forward(self, x):\n        return x * 2\n"
+        "double = Double()\ndouble(torch.ones(1))\n",
+        # Places its own layers.
+        "from torch import nn\nclass Split(nn.Module):\n    def __init__(self, rank):\n        super().__init__()\n"
+        "        self.fc = nn.Linear(1, 1).cuda(rank)\nSplit(0)(x)\n",
+        # Built and handed to code outside the file.
+        "import torch\nfrom torch import nn\ndef load_train_objs():\n    model = nn.Linear(1, 1)\n"
+        "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n    return model, optimizer\n",
     ]
     INVALID = [
         Invalid(
@@ -46,10 +55,10 @@ class ModelNotMoved(Rule):
             "model = nn.Linear(1, 1).to(device)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n",
         ),
         Invalid(
-            "from torch import nn\nclass Net(nn.Module):\n    pass\nnet = nn.DataParallel(Net())\nnet(x)\n",
+            "from torch import nn\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(1, 1)\nnet = nn.DataParallel(Net())\nnet(x)\n",
             "from torch import nn\nimport torch\n\n"
             'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
-            "class Net(nn.Module):\n    pass\nnet = nn.DataParallel(Net())\nnet.to(device)\nnet(x)\n",
+            "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(1, 1)\nnet = nn.DataParallel(Net())\nnet.to(device)\nnet(x)\n",
         ),
     ]
 
