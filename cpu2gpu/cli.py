@@ -132,13 +132,16 @@ def check(paths: tuple[str, ...], output_format: str, select: tuple[str, ...], i
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--in-place", is_flag=True, help="Write the fixes into the files.")
 @click.option("--check", "check_only", is_flag=True, help="Write nothing; exit 1 if a file would change.")
-@click.option("--unsafe-fixes", is_flag=True, help="Also apply the fixes that change behaviour.")
+@click.option("--unsafe-fixes/--no-unsafe-fixes", default=None,
+              help="Also apply the fixes that change behaviour (default: unsafe-fixes in [tool.cpu2gpu]).")
 @selection_options
-def rewrite(paths: tuple[str, ...], in_place: bool, check_only: bool, unsafe_fixes: bool,
+def rewrite(paths: tuple[str, ...], in_place: bool, check_only: bool, unsafe_fixes: Optional[bool],
             select: tuple[str, ...], ignore: tuple[str, ...]) -> None:
     """Apply the fixes: a unified diff by default, the files with --in-place."""
     settings = _settings(paths)
     rules = _rules(settings, select, ignore)
+    if unsafe_fixes is None:
+        unsafe_fixes = settings.unsafe_fixes
     errors = changed = 0
     for target in discover(paths, settings.exclude):
         data = _read(target)
@@ -149,7 +152,7 @@ def rewrite(paths: tuple[str, ...], in_place: bool, check_only: bool, unsafe_fix
             continue
         try:
             module = parse(data)
-            new = fix_module(module, target.path, rules, unsafe_fixes).bytes
+            new = fix_module(module, target.path, rules, unsafe_fixes, settings.device_expression).bytes
         except SourceError as error:
             _error(target.path, error)
             errors += 1

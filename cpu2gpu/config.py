@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+import libcst
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python < 3.11
@@ -18,6 +20,8 @@ class Settings:
     ignore: list[str] = field(default_factory=list)
     extend_select: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)
+    unsafe_fixes: bool = False
+    device_expression: Optional[str] = None
     source: Optional[str] = None
 
 
@@ -52,4 +56,21 @@ def load_settings(start: Path) -> Settings:
             raise ConfigError(f"{path}: [tool.cpu2gpu] {key.replace('_', '-')} must be a list of strings")
         return value
 
-    return Settings(strings("select"), strings("ignore"), strings("extend_select"), strings("exclude"), str(path))
+    unsafe = table.get("unsafe-fixes", table.get("unsafe_fixes", False))
+    if not isinstance(unsafe, bool):
+        raise ConfigError(f"{path}: [tool.cpu2gpu] unsafe-fixes must be true or false")
+    expression = table.get("device-expression", table.get("device_expression"))
+    if expression is not None:
+        if not isinstance(expression, str):
+            raise ConfigError(f"{path}: [tool.cpu2gpu] device-expression must be a string")
+        try:
+            libcst.parse_expression(expression)
+        except libcst.ParserSyntaxError:
+            raise ConfigError(f"{path}: [tool.cpu2gpu] device-expression is not a Python expression: {expression}")
+    known = {"select", "ignore", "extend-select", "extend_select", "exclude", "unsafe-fixes", "unsafe_fixes",
+             "device-expression", "device_expression"}
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise ConfigError(f"{path}: [tool.cpu2gpu] unknown setting: {', '.join(unknown)}")
+    return Settings(strings("select"), strings("ignore"), strings("extend_select"), strings("exclude"),
+                    unsafe, expression, str(path))

@@ -95,9 +95,9 @@ class Analysis:
     context: RuleContext
 
 
-def analyze_module(module: cst.Module, rules: Sequence[Rule]) -> Analysis:
+def analyze_module(module: cst.Module, rules: Sequence[Rule], device_expression: Optional[str] = None) -> Analysis:
     facts = analyze(module)
-    setup = plan_device_setup(module, facts.torch_alias, facts.names_in_use)
+    setup = plan_device_setup(module, facts.torch_alias, facts.names_in_use, device_expression)
     context = RuleContext(facts, setup)
     hits: list[Hit] = []
     for rule in rules:
@@ -145,9 +145,10 @@ def check_module(module: cst.Module, path: str, rules: Sequence[Rule]) -> list[F
     return [finding for finding, _ in locate(analyze_module(module, rules), path)]
 
 
-def fix_module(module: cst.Module, path: str, rules: Sequence[Rule], unsafe_fixes: bool = False) -> cst.Module:
+def fix_module(module: cst.Module, path: str, rules: Sequence[Rule], unsafe_fixes: bool = False,
+               device_expression: Optional[str] = None) -> cst.Module:
     """Apply every available fix at once; the result is parsed again before it is returned."""
-    analysis = analyze_module(module, rules)
+    analysis = analyze_module(module, rules, device_expression)
     hits = analysis.hits
     if any("noqa" in line for line in module.code.splitlines()):
         hits = [hit for _, hit in locate(analysis, path)]
@@ -174,7 +175,9 @@ def check_source(code: Source, path: Optional[str] = None, select: Sequence[str]
 
 
 def rewrite_source(code: Source, path: Optional[str] = None, select: Sequence[str] = (),
-                   ignore: Sequence[str] = (), unsafe_fixes: bool = False) -> str:
+                   ignore: Sequence[str] = (), unsafe_fixes: bool = False,
+                   device_expression: Optional[str] = None) -> str:
     """The source with every fix applied (safe ones only unless ``unsafe_fixes``)."""
-    module = fix_module(parse(code), path or "<string>", select_rules(select, ignore), unsafe_fixes)
+    module = fix_module(parse(code), path or "<string>", select_rules(select, ignore), unsafe_fixes,
+                        device_expression)
     return module.code

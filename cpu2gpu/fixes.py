@@ -213,6 +213,7 @@ class DeviceSetup:
     needs_import: bool = False
     anchor: Optional[cst.CSTNode] = None  # statement to insert after; None: top of the file
     hoist: Optional[cst.CSTNode] = None  # the script's own device statement, moved up to the anchor
+    expression: Optional[str] = None  # [tool.cpu2gpu] device-expression, instead of the default
 
     def can_hoist(self, stmt: cst.CSTNode, name: str) -> bool:
         """A device statement that reads nothing but torch can move up to the imports."""
@@ -226,7 +227,8 @@ class DeviceSetup:
             moved = self.hoist.with_changes(
                 leading_lines=[cst.EmptyLine(), *[l for l in self.hoist.leading_lines if l.comment is not None]])
             return [Remove(self.hoist), InsertAfter(self.anchor, moved)]
-        code = f'{self.name} = {self.torch_name}.device("cuda" if {self.torch_name}.cuda.is_available() else "cpu")'
+        default = f'{self.torch_name}.device("cuda" if {self.torch_name}.cuda.is_available() else "cpu")'
+        code = f"{self.name} = {self.expression or default}"
         lines = ([f"import {self.torch_name}"] if self.needs_import else []) + [code]
         if self.anchor is None:
             return [Replace(module, lambda m, lines=lines: _prepend(m, lines))]
@@ -292,7 +294,8 @@ def _imports_torch(stmt: cst.CSTNode, torch_name: str) -> bool:
     return False
 
 
-def plan_device_setup(module: cst.Module, torch_alias: Optional[str], names_in_use: set[str]) -> DeviceSetup:
+def plan_device_setup(module: cst.Module, torch_alias: Optional[str], names_in_use: set[str],
+                      expression: Optional[str] = None) -> DeviceSetup:
     """Where to put ``device = torch.device(...)`` and under which names."""
     name = "device" if "device" not in names_in_use else "torch_device"
     torch_name = torch_alias or "torch"
@@ -313,4 +316,5 @@ def plan_device_setup(module: cst.Module, torch_alias: Optional[str], names_in_u
                     position += 1
                 anchor = body[position]
                 break
-    return DeviceSetup(name=name, exists=False, torch_name=torch_name, needs_import=needs_import, anchor=anchor)
+    return DeviceSetup(name=name, exists=False, torch_name=torch_name, needs_import=needs_import, anchor=anchor,
+                       expression=expression)

@@ -166,3 +166,25 @@ def test_torch_is_only_an_optional_dependency():
     torch = [r for r in requirements if r.replace(" ", "").startswith("torch")]
     assert torch and all("extra" in r and "runtime" in r for r in torch)
     assert any(r.startswith("libcst") for r in requirements) and any(r.startswith("click") for r in requirements)
+
+
+def test_config_unsafe_fixes_and_device_expression(cli, tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.cpu2gpu]\nunsafe-fixes = true\ndevice-expression = \'torch.device("cuda:1" if torch.cuda.is_available() else "cpu")\'\n')
+    path = tmp_path / "train.py"
+    path.write_text(CPU_SCRIPT)
+    code, out, _ = cli("rewrite", str(path))
+    assert code == 0 and '+device = torch.device("cuda:1" if torch.cuda.is_available() else "cpu")' in out
+    (tmp_path / "pyproject.toml").write_text("[tool.cpu2gpu]\nunknown-key = 1\n")
+    code, _, err = cli("check", str(path))
+    assert code == 2 and "unknown setting: unknown-key" in err
+
+
+def test_unsafe_fixes_from_the_command_line(cli, tmp_path):
+    path = tmp_path / "model.py"
+    path.write_text("import torch\nfrom torch import nn\nclass M(nn.Module):\n    def __init__(self):\n"
+                    "        super().__init__()\n        self.scale = torch.ones(4)\n"
+                    "    def forward(self, x):\n        return x * self.scale\n")
+    assert "register_buffer" not in cli("rewrite", str(path))[1]
+    assert '+        self.register_buffer("scale", torch.ones(4), persistent=False)' in cli(
+        "rewrite", "--unsafe-fixes", str(path))[1]
