@@ -25,9 +25,12 @@ Block = Union[cst.Module, cst.IndentedBlock, cst.SimpleStatementSuite, cst.BaseS
 
 
 class Scope:
-    def __init__(self, parent: Optional["Scope"], function: Optional[cst.FunctionDef] = None) -> None:
+    def __init__(self, parent: Optional["Scope"], function: Optional[cst.FunctionDef] = None,
+                 owner: Optional[Value] = None) -> None:
         self.parent = parent
         self.function = function
+        self.owner = owner  # a method's self: its class may keep the device (self.device)
+        self.params: list[str] = []
         self.names: dict[str, Optional[Value]] = {}
         self.device_names: list[str] = []
         # name -> (time it was first bound, the top-level statement that binds it)
@@ -57,7 +60,18 @@ class Scope:
                 name = scope.device_names[0]
                 time, stmt = scope.device_bindings.get(name, (0, None))
                 return name, time, stmt, scope.parent is None
+            cls = scope.owner.class_value if scope.owner is not None else None
+            if cls is not None and cls.device_attr is not None:
+                return f"{scope.params[0]}.{cls.device_attr}", 0, None, False
             scope = scope.parent
+        return None
+
+    def module_parameter(self) -> Optional[str]:
+        """A parameter of this function that holds a module, to read the device from."""
+        for name in self.params:
+            value = self.names.get(name)
+            if value is not None and value.kind is Kind.MODULE:
+                return name
         return None
 
 
@@ -383,9 +397,10 @@ class Analyzer:
         node = function.definition
         assert isinstance(node, cst.FunctionDef)
         function.walked = True
-        scope = Scope(function.def_scope, node)  # type: ignore[arg-type]
+        scope = Scope(function.def_scope, node, owner)  # type: ignore[arg-type]
         params = node.params
         positional = [*params.posonly_params, *params.params]
+        scope.params = [p.name.value for p in (*positional, *params.kwonly_params)]
         bound_args: list[Optional[Value]] = ([owner] if owner is not None else []) + list(args)
         for index, param in enumerate((*positional, *params.kwonly_params)):
             name = param.name.value
@@ -544,6 +559,8 @@ class Analyzer:
                 return
             if base is not None and base.kind is Kind.INSTANCE:
                 base.attrs[target.attr.value] = value  # self.model = model, kept across methods
+                if value is not None and value.kind is Kind.DEVICE and base.class_value is not None:
+                    base.class_value.device_attr = target.attr.value  # self.device = ...
                 if value is not None and value.name is None:
                     value.name = dotted(target)
                     value.binding_stmt = stmt
@@ -574,7 +591,9 @@ class Analyzer:
                 value.chain_root.fix_node = value_node
         if value.is_root and value.fix_node is None and value.node is value_node:
             value.fix_node = value_node
-        if value.kind is Kind.DEVICE and self.facts.place(value) is Place.DEVICE and isinstance(target, cst.Name):
+        if value.kind is Kind.DEVICE and self.facts.place(value) is Place.DEVICE:
+            if scope is not self.global_scope:
+                self.facts.has_local_device = True
             if key not in scope.device_names:
                 scope.device_names.append(key)
                 scope.device_bindings[key] = (self.time, self.top_stmt if scope is self.global_scope else stmt)

@@ -106,6 +106,7 @@ class Value:
     holds_state: bool = False
     places_itself: bool = False
     stateful_bases: tuple = ()  # CLASS: local module classes it inherits from
+    device_attr: Optional[str] = None  # CLASS: self.<name> holds the device
     dict_batch: bool = False  # BATCH: indexed by keys (batch["input"]): every value is moved
 
     @property
@@ -151,6 +152,7 @@ class Facts:
     # Names of module-level device variables that can be the GPU, in binding order.
     device_names: list[str] = field(default_factory=list)
     global_scope: Optional[object] = None
+    has_local_device: bool = False  # a device variable inside some function (main(), a Trainer...)
     device_binding_time: dict[str, int] = field(default_factory=dict)
     names_in_use: set[str] = field(default_factory=set)
     last_import_stmt: Optional[cst.CSTNode] = None

@@ -48,6 +48,10 @@ class RuleContext:
         reach = scope if scope is not None and hasattr(scope, "device_binding") else self.facts.global_scope
         binding = reach.device_binding() if reach is not None else None
         if binding is None:
+            module = reach.module_parameter() if reach is not None and self.facts.has_local_device else None
+            if module is not None:
+                # The script keeps its device elsewhere (main()): follow the model this function gets.
+                return f"next({module}.parameters()).device", False
             return self.setup.name, True
         name, bound_at, stmt, module_level = binding
         if time is None or not module_level or bound_at <= time:
