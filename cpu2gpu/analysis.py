@@ -900,6 +900,13 @@ class Analyzer:
         if qual.rsplit(".", 1)[-1] in ("tqdm", "trange") and qual.startswith("tqdm"):
             values = self.args(node, scope)
             return values[0] if values and values[0] is not None and values[0].kind is Kind.LOADER else None
+        if qual in ("torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"):
+            # A data set's tensors stay on the CPU: the loader pins, shuffles and batches them there.
+            for value in self.args(node, scope):
+                for root in self.facts.roots(value) if value is not None else ():
+                    if root.explicit is None:
+                        root.explicit = Place.CPU
+            return None
         if qual in api.DATALOADERS:
             self.args(node, scope)
             loader = Value(Kind.LOADER, node, time=self.time)

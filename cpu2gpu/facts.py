@@ -191,7 +191,7 @@ class Facts:
     def roots(self, value: Value) -> list[Value]:
         """The fixable roots whose placement decides this value's."""
         if value.is_root:
-            return [value]
+            return [value] if value.explicit is None else []  # pinned (a data set's tensor): not movable
         if value.explicit is not None or value.output_of is not None and value.output_of[0].stateful:
             return []
         found: list[Value] = []

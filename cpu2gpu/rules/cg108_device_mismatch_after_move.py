@@ -52,23 +52,29 @@ class DeviceMismatchAfterMove(Rule):
             if use.kind != "call":
                 continue
             moves = [m for m in use.module.moves if m.time <= use.time]
-            if not moves:
+            if moves:
+                move_place, move_target = moves[-1].place, moves[-1].target
+            elif use.module.stateful and facts.module_place(use.module, use.time) is Place.DEVICE:
+                # Moved by the migration itself: only inputs pinned to the CPU (a data set's) can clash.
+                move_place, move_target = Place.DEVICE, None
+            else:
                 continue
-            move = moves[-1]
             for value, arg_node in zip(use.values, use.arg_nodes):
                 place = facts.place(value)
-                if place is Place.UNKNOWN or place is move.place:
+                if place is Place.UNKNOWN or place is move_place:
                     continue
-                if move.place is Place.CPU:
+                if not moves and facts.roots(value):
+                    continue  # CG102/CG103 move it where it is made
+                if move_place is Place.CPU:
                     build = lambda node: method_call(node, "cpu")  # noqa: E731
                 else:
-                    target = move.target if move.target is not None else cst.parse_expression(
-                        ctx.device_for(use.module.scope)[0]
+                    target = move_target if move_target is not None else cst.parse_expression(
+                        ctx.device_for(use.module.scope, use.time)[0]
                     )
                     build = lambda node, t=target: method_call(node, "to", t)  # noqa: E731
                 arg = cst.Module([]).code_for_node(arg_node)
                 message = self.message.format(
-                    arg=arg, arg_place=_word(place), module=use.module.name or "module", module_place=_word(move.place)
+                    arg=arg, arg_place=_word(place), module=use.module.name or "module", module_place=_word(move_place)
                 )
                 yield self.hit(arg_node, Fix([Replace(arg_node, build)]), message)
 

@@ -1,0 +1,238 @@
+"""The child process: set up the device, instrument torch, run the script, write the result.
+
+One fresh process per run (the simulated device cannot be undone). The
+result goes to a JSON file, not stdout: the script's own output stays its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import runpy
+import sys
+import time
+import traceback
+
+MODES = ("cpu", "sim", "cuda")
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(prog="python -m cpu2gpu.runtime")
+    p.add_argument("--mode", choices=MODES, required=True)
+    p.add_argument("--result", required=True, help="where to write the JSON result")
+    p.add_argument("--max-steps", type=int, default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workdir", required=True, help="the temporary copy the script runs in")
+    p.add_argument("--orig-root", required=True, help="the folder that was copied")
+    p.add_argument("--display-base", default=None, help="report paths relative to this folder")
+    p.add_argument("script")
+    p.add_argument("args", nargs=argparse.REMAINDER)
+    return p.parse_args(argv)
+
+
+def _displayer(workdir, orig_root, base):
+    workdir = os.path.realpath(workdir)
+
+    def display(path):
+        real = os.path.realpath(path)
+        if real.startswith(workdir + os.sep):
+            real = os.path.join(orig_root, os.path.relpath(real, workdir))
+        if base:
+            rel = os.path.relpath(real, base)
+            if not rel.startswith(".."):
+                return rel
+        return real
+
+    return display
+
+
+def _seed(seed: int) -> None:
+    import torch
+
+    random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        import numpy
+    except ImportError:
+        return
+    numpy.random.seed(seed % 2**32)
+
+
+def _module_names(namespace) -> dict:
+    import torch
+
+    names = {}
+    for key, value in (namespace or {}).items():
+        if isinstance(value, torch.nn.Module) and not key.startswith("__"):
+            names.setdefault(id(value), key)
+            for sub, m in value.named_modules():
+                if sub:
+                    names.setdefault(id(m), f"{key}.{sub}")
+    return names
+
+
+def _script_globals(tb, script):
+    script = os.path.realpath(script)
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name == "<module>" and os.path.realpath(code.co_filename) == script:
+            return tb.tb_frame.f_globals
+        tb = tb.tb_next
+    return None
+
+
+def _audit(rec, namespace):
+    names = _module_names(namespace)
+    modules = []
+    for mid, r in rec.modules.items():
+        if r.top_calls == 0 and not any(e["module_id"] == mid for e in rec.events):
+            continue
+        modules.append({
+            "name": names.get(mid, r.cls), "class": r.cls, "calls": r.calls,
+            "device_calls": r.device_calls, "cpu_calls": r.cpu_calls,
+            "param_devices": sorted(r.param_devices), "input_devices": sorted(r.input_devices),
+        })
+    events = []
+    for e in rec.events:
+        e = dict(e)
+        e["module"] = names.get(e.pop("module_id"), e["module"])
+        events.append(e)
+    return modules, events
+
+
+def _exception_record(exc, tb, rec, display):
+    frames = traceback.extract_tb(tb)
+    user = [f for f in frames if rec.is_user_file(f.filename)]
+    last = user[-1] if user else (frames[-1] if frames else None)
+    msg = str(exc).replace("simcuda", "cuda")
+    return {
+        "type": type(exc).__name__,
+        "message": msg,
+        "file": display(last.filename) if last else None,
+        "line": last.lineno if last else None,
+        "source": (last.line or "").strip() if last else None,
+        "traceback": "".join(traceback.format_exception(type(exc), exc, tb)[-6:])[-4000:].replace("simcuda", "cuda"),
+    }
+
+
+def main(argv=None) -> int:
+    opts = parse(sys.argv[1:] if argv is None else argv)
+    t0 = time.perf_counter()
+    import torch
+
+    from . import harness
+
+    if opts.mode == "sim":
+        from . import sim
+
+        sim.install()
+    elif opts.mode == "cpu":
+        harness.hide_cuda()
+    else:
+        harness.strict_cuda()
+
+    display = _displayer(opts.workdir, opts.orig_root, opts.display_base)
+    rec = harness.Recorder(opts.workdir, opts.max_steps)
+    harness.install(rec)
+    harness.guard_links(opts.workdir)
+    harness.stop_on_sigterm()
+    _seed(opts.seed)
+    cuda_drew = harness.track_cuda_rng() if opts.mode == "cuda" else None
+
+    script = os.path.abspath(opts.script)
+    sys.argv = [opts.script] + list(opts.args)
+    sys.path[0] = os.path.dirname(script)
+
+    status, exit_code, exception, diagnosis, namespace = "ok", 0, None, None, None
+    t_script = time.perf_counter()
+    try:
+        namespace = runpy.run_path(script, run_name="__main__")
+    except harness.StopRun as e:
+        status = "max_steps"
+        namespace = _script_globals(e.__traceback__, script)
+    except SystemExit as e:
+        code = e.code
+        exit_code = code if isinstance(code, int) else (0 if code is None else 1)
+        status = "ok" if exit_code == 0 else "exit"
+        namespace = _script_globals(e.__traceback__, script)
+    except BaseException as e:  # the script's failure is the finding, not ours
+        status = "error"
+        tb = e.__traceback__
+        exception = _exception_record(e, tb, rec, display)
+        try:
+            from .diagnose import explain
+
+            diagnosis = explain(e, tb, rec, display)
+        except Exception as inner:
+            diagnosis = {"cause": f"(diagnosis failed: {inner!r})", "rule": None, "rule_name": None, "where": None}
+        namespace = _script_globals(tb, script)
+    t_end = time.perf_counter()
+
+    if opts.mode == "sim":
+        from . import sim
+
+        device_rng = sim.rng_draws() > 0
+    elif opts.mode == "cuda":
+        device_rng = cuda_drew()
+    else:
+        device_rng = False
+
+    modules, events = _audit(rec, namespace)
+    for e in events:
+        if e.get("where"):
+            e["where"] = {"file": display(e["where"]["file"]), "line": e["where"]["line"]}
+    result = {
+        "mode": opts.mode,
+        "status": status,
+        "exit_code": exit_code,
+        "losses": rec.losses,
+        "steps": rec.steps,
+        "backward_calls": rec.backward_calls,
+        "step_times": rec.step_times(),
+        "device_forward_calls": sum(r.device_calls for r in rec.modules.values()),
+        "cpu_forward_calls": sum(r.cpu_calls for r in rec.modules.values()),
+        "modules": modules,
+        "events": events,
+        "exception": exception,
+        "diagnosis": diagnosis,
+        "device_rng": device_rng,
+        "seed": opts.seed,
+        "script_seconds": t_end - t_script,
+        "setup_seconds": t_script - t0,
+        "torch": torch.__version__,
+        "device_name": _device_label(opts.mode, torch),
+    }
+    tmp = opts.result + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(result, f)
+    os.replace(tmp, opts.result)
+    return 0 if status in ("ok", "max_steps") else 1
+
+
+def _device_label(mode, torch):
+    if mode == "cuda":
+        try:
+            return torch.cuda.get_device_name(0)
+        except Exception:
+            return "cuda"
+    if mode == "sim":
+        return "simulated cuda:0 (computes on the CPU)"
+    return "cpu"
+
+
+def run_and_exit() -> None:
+    try:
+        code = main()
+    except SystemExit as e:  # argparse
+        code = e.code if isinstance(e.code, int) else 2
+    except BaseException:
+        traceback.print_exc()
+        code = 3
+    # The PrivateUse1 teardown can abort at interpreter exit: leave at once.
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)

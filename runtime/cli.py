@@ -1,0 +1,63 @@
+"""``cpu2gpu verify``: the click command. torch is imported only when it runs."""
+
+from __future__ import annotations
+
+import click
+
+INSTALL_HINT = "cpu2gpu verify needs PyTorch: pip install 'cpu2gpu[runtime]'"
+
+
+@click.command(
+    "verify",
+    # verify's own options go anywhere; others pass through to the script
+    # (after "--", everything does: `verify train.py -- --seed 1`).
+    context_settings={"ignore_unknown_options": True},
+)
+@click.argument("script", type=click.Path(dir_okay=False))
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+@click.option("--against", "against", type=click.Path(dir_okay=False), default=None,
+              help="The original script: run on the CPU with the same seeds, and compare the losses.")
+@click.option("--device", type=click.Choice(["auto", "cuda", "cpu", "sim"]), default="auto", show_default=True,
+              help="cuda: the GPU; cpu: CUDA hidden (the fallback); sim: a simulated CUDA device on the CPU; "
+                   "auto: cuda if there is a GPU, else sim, and the cpu fallback too.")
+@click.option("--max-steps", type=click.IntRange(min=1), default=None,
+              help="End each run cleanly after N optimizer steps.")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=600.0, show_default=True,
+              help="Seconds before a run is stopped.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed for torch, random and numpy, the same in every run.")
+@click.option("--rtol", type=click.FloatRange(min=0.0), default=None,
+              help="Relative tolerance for the step-by-step loss comparison "
+                   "[default: 1e-5 for cpu and sim, 2e-2 for cuda].")
+@click.option("--jobs", type=click.IntRange(min=1), default=None,
+              help="Runs at a time [default: half the CPU cores, at least 1].")
+@click.option("--output-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--show-output", is_flag=True, help="Print each run's own output (stdout, stderr).")
+@click.option("--keep-workdirs", is_flag=True, help="Keep each run's temporary copy of the script's folder.")
+def verify(script, script_args, against, device, max_steps, timeout, seed, rtol, jobs, output_format,
+           show_output, keep_workdirs):
+    """Run SCRIPT under instrumentation and show that it trains on the device,
+    falls back to the CPU, and (with --against) learns the same as the original.
+
+    Arguments after SCRIPT that are not verify's own options are passed to it
+    (and to the original); put them after "--" when their names clash.
+    Exit codes: 0 pass, 1 fail, 2 error.
+    """
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        click.echo(INSTALL_HINT, err=True)
+        raise SystemExit(2)
+
+    from .report import to_json, to_text
+    from .verify import VerifyError, verify as run_verify
+
+    try:
+        report = run_verify(script, script_args, against=against, device=device, max_steps=max_steps,
+                            seed=seed, timeout=timeout, jobs=jobs, rtol=rtol, keep=keep_workdirs,
+                            show_output=show_output)
+    except VerifyError as e:
+        click.echo(f"cpu2gpu verify: {e}", err=True)
+        raise SystemExit(2)
+    click.echo(to_json(report) if output_format == "json" else to_text(report))
+    raise SystemExit({"pass": 0, "fail": 1}.get(report["verdict"], 2))

@@ -1,0 +1,244 @@
+"""Turn the first exception of a run into a cause in the user's terms.
+
+Runs in the child, while the failing frames are still alive: it reads the
+names on the failing lines of the user's code, looks them up in those frames
+and says which one stayed on the CPU, and which static rule would have caught
+it (the CG codes of ``cpu2gpu check``).
+"""
+
+from __future__ import annotations
+
+import linecache
+import re
+
+import torch
+
+RULE_NAMES = {
+    "CG101": "model-not-moved",
+    "CG102": "tensor-not-moved",
+    "CG103": "batch-not-moved",
+    "CG104": "factory-in-forward",
+    "CG105": "plain-tensor-attribute",
+    "CG106": "loss-weight-not-moved",
+    "CG107": "numpy-on-device",
+    "CG108": "device-mismatch-after-move",
+    "CG201": "hardcoded-cuda",
+    "CG202": "load-without-map-location",
+}
+
+_MISMATCH_MARKERS = (
+    "Expected all tensors to be on the same device",
+    "should be the same or input should be a MKLDNN tensor",
+    "and weight type (torch.",
+    "indices should be either on cpu or on the same device",
+    "Input and parameter tensors are not at the same device",
+    "Expected a 'cuda' device type for generator",
+)
+_NO_CUDA_MARKERS = (
+    "Torch not compiled with CUDA enabled",
+    "No CUDA GPUs are available",
+    "Found no NVIDIA driver",
+    "no CUDA-capable device",
+    "CUDA driver initialization failed",
+)
+_NAME = re.compile(r"(?<![\w.'\"])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+_LOSS_WEIGHTS = ("weight", "pos_weight")
+
+
+def finding(cause: str, rule: str | None, where: dict | None) -> dict:
+    return {"cause": cause, "rule": rule, "rule_name": RULE_NAMES.get(rule), "where": where}
+
+
+def _statement_lines(code, lasti, lineno):
+    """The lines of the failing expression (all of a call split over lines)."""
+    end = lineno
+    positions = getattr(code, "co_positions", None)  # Python 3.11+
+    if positions is not None:
+        try:
+            pos = list(positions())[lasti // 2]
+            if pos[0] is not None and pos[1] is not None and pos[0] <= lineno <= pos[1]:
+                lineno, end = pos[0], pos[1]
+        except (IndexError, ValueError):
+            pass
+    return range(lineno, min(end, lineno + 20) + 1)
+
+
+class _Frame:
+    def __init__(self, frame, lineno, display, lasti=0):
+        self.frame = frame
+        self.lineno = lineno
+        self.file = frame.f_code.co_filename
+        self.func = frame.f_code.co_name
+        self.where = {"file": display(self.file), "line": lineno}
+        lines = _statement_lines(frame.f_code, lasti, lineno)
+        self.text = " ".join(linecache.getline(self.file, n).split("#", 1)[0].strip() for n in lines)
+        argc = frame.f_code.co_argcount + frame.f_code.co_kwonlyargcount
+        self.args = set(frame.f_code.co_varnames[:argc])
+        self.owner = frame.f_locals.get("self")
+
+    def at(self) -> str:
+        return f"{self.where['file']}:{self.lineno}"
+
+    def names(self):
+        """(dotted name, value) for each name on the line that resolves."""
+        seen = set()
+        for m in _NAME.finditer(self.text):
+            dotted = m.group(0)
+            parts = dotted.split(".")
+            # also the prefixes: "self.rnn" of "self.rnn.weight"
+            for k in range(1, len(parts) + 1):
+                name = ".".join(parts[:k])
+                if name in seen:
+                    continue
+                seen.add(name)
+                ok, value = self._resolve(parts[:k])
+                if ok:
+                    yield name, value
+
+    def _resolve(self, parts):
+        f = self.frame
+        if parts[0] in f.f_locals:
+            value = f.f_locals[parts[0]]
+        elif parts[0] in f.f_globals:
+            value = f.f_globals[parts[0]]
+        else:
+            return False, None
+        for p in parts[1:]:
+            if not isinstance(value, torch.nn.Module) and type(value).__module__ in ("builtins",):
+                return False, None
+            try:
+                value = getattr(value, p)
+            except Exception:
+                return False, None
+        return True, value
+
+
+def _param_device(module):
+    p = next(module.parameters(), None)
+    if p is None:
+        p = next(module.buffers(), None)
+    return None if p is None else p.device.type
+
+
+def _is_cpu(t):
+    return isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.dim() > 0
+
+
+def _on_device(t):
+    return isinstance(t, torch.Tensor) and t.device.type == "cuda"
+
+
+def _plain_attribute(name, value, fr: _Frame):
+    """'self.mask' -> (owner, 'mask') when it is a tensor that is neither a
+    parameter nor a buffer of its module."""
+    if "." not in name:
+        return None
+    owner_name, attr = name.rsplit(".", 1)
+    ok, owner = fr._resolve(owner_name.split("."))
+    if not ok or not isinstance(owner, torch.nn.Module):
+        return None
+    if attr in owner._parameters or attr in owner._buffers:
+        return None
+    if attr in owner.__dict__ and isinstance(owner.__dict__[attr], torch.Tensor):
+        return owner
+    return None
+
+
+def _module_seen_on_device(rec, module) -> bool:
+    r = rec.modules.get(id(module))
+    return r is not None and r.ref() is module and r.device_calls > 0
+
+
+def _frame_findings(fr: _Frame, rec, in_forward: bool):
+    """Culprits on one line: a list of (priority, finding)."""
+    out = []
+    values = list(fr.names())
+    device_tensor = next((n for n, v in values if _on_device(v)), None)
+    for name, value in values:
+        if isinstance(value, torch.nn.Module):
+            if isinstance(value, torch.nn.modules.loss._Loss):
+                for w in _LOSS_WEIGHTS:
+                    buf = value._buffers.get(w)
+                    if _is_cpu(buf):
+                        out.append((0, finding(
+                            f"the loss weight {name}.{w} ({type(value).__name__}) stayed on the CPU at {fr.at()}; "
+                            f"move the criterion or its weight to the device",
+                            "CG106", fr.where)))
+            elif _param_device(value) == "cpu" and device_tensor:
+                out.append((5, ("module", name, value, device_tensor, fr)))
+        elif _is_cpu(value):
+            owner = _plain_attribute(name, value, fr)
+            if owner is not None:
+                out.append((1, finding(
+                    f"{name} is a plain tensor attribute of {type(owner).__name__}, so .to(device) did not move it; "
+                    f"it stayed on the CPU at {fr.at()} (register it with self.register_buffer)",
+                    "CG105", fr.where)))
+            elif rec.is_batch(value):
+                out.append((2, finding(
+                    f"{name} stayed on the CPU at {fr.at()}: a batch from the DataLoader loop was not moved to the device",
+                    "CG103", fr.where)))
+            elif "." in name:
+                continue  # an attribute of something else: named by its owner
+            elif name in fr.args:
+                continue  # passed in: the caller's line names where it came from
+            elif in_forward:
+                out.append((3, finding(
+                    f"{name} was created on the CPU in {type(fr.owner).__name__}.{fr.func}() at {fr.at()}; "
+                    f"create it with device= (e.g. device=x.device)",
+                    "CG104", fr.where)))
+            else:
+                out.append((4, finding(f"{name} stayed on the CPU at {fr.at()}", "CG102", fr.where)))
+    return out
+
+
+def explain(exc: BaseException, tb, rec, display) -> dict | None:
+    """The cause of `exc`, or None when it is not a device problem we know."""
+    msg = str(exc)
+    frames = []
+    while tb is not None:
+        if rec.is_user_file(tb.tb_frame.f_code.co_filename):
+            frames.append(_Frame(tb.tb_frame, tb.tb_lineno, display, tb.tb_lasti))
+        tb = tb.tb_next
+    deepest = frames[-1] if frames else None
+    where = deepest.where if deepest else None
+    at = deepest.at() if deepest else "an unknown line"
+
+    if isinstance(exc, TypeError) and "device type tensor to numpy" in msg:
+        return finding(f"a device tensor reached .numpy() at {at}; call .cpu() before .numpy()", "CG107", where)
+    if "Attempting to deserialize object on a CUDA device" in msg:
+        return finding(f"torch.load without map_location at {at} cannot read a GPU checkpoint on a machine "
+                       f"without one; pass map_location=device", "CG202", where)
+    if any(m in msg for m in _NO_CUDA_MARKERS):
+        return finding(f"the script requires CUDA at {at} and fails on a machine without a GPU; "
+                       f"pick the device with torch.cuda.is_available()", "CG201", where)
+    hidden = "Input and hidden tensors are not at the same device" in msg
+    if not hidden and not any(m in msg for m in _MISMATCH_MARKERS):
+        return None
+    if "Expected a 'cuda' device type for generator" in msg:
+        return finding(f"a CPU torch.Generator was used for a draw on the device at {at}; "
+                       f"make it with torch.Generator(device=device)", None, where)
+
+    modules = []
+    for depth, fr in enumerate(reversed(frames)):
+        in_forward = isinstance(fr.owner, torch.nn.Module)
+        found = _frame_findings(fr, rec, in_forward)
+        if hidden:
+            found = [f for f in found if f[0] == 3] or found
+        direct = sorted((f for f in found if f[0] < 5), key=lambda f: f[0])
+        if direct:
+            return direct[0][1]
+        modules.extend(f[1] for f in found if f[0] == 5)
+    if modules:
+        # The outermost module on the CPU is the one the script forgot.
+        _, name, module, tensor, fr = modules[-1]
+        if _module_seen_on_device(rec, module):
+            return finding(
+                f"{name} ({type(module).__name__}) was moved back to the CPU and then called with device tensors "
+                f"({tensor} is on cuda:0) at {fr.at()}; move the inputs too (e.g. {tensor}.cpu())",
+                "CG108", fr.where)
+        return finding(f"{name} ({type(module).__name__}) stayed on the CPU while {tensor} is on cuda:0 at "
+                       f"{fr.at()}; move the model with .to(device)", "CG101", fr.where)
+    if hidden:
+        return finding(f"an RNN hidden state was created on the CPU at {at}; create it with device=",
+                       "CG104", where)
+    return finding(f"a CPU tensor met a device tensor at {at}", None, where)

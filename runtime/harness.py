@@ -1,0 +1,344 @@
+"""Child-side instrumentation: records what a script does, without its cooperation.
+
+Installed into the child process before the script runs. It records every
+loss (the scalar ``.backward()`` is called on), every optimizer step and its
+time, the device of every module's parameters and of its forward inputs
+(global hooks), and which tensors came out of a DataLoader (so that a batch
+left on the CPU can be named as such).
+"""
+
+from __future__ import annotations
+
+import builtins
+import io
+import os
+import shutil
+import sys
+import time
+import weakref
+
+import torch
+
+
+class StopRun(BaseException):
+    """Raised after --max-steps optimizer steps; a BaseException so that a
+    script's ``except Exception`` does not swallow it."""
+
+
+class TimedOut(BaseException):
+    """Raised in the script when the parent stops it at the timeout, so that
+    the report says where it was."""
+
+
+def stop_on_sigterm() -> None:
+    import signal
+
+    def handler(signum, frame):
+        raise TimedOut("stopped by the timeout")
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+class ModuleRecord:
+    __slots__ = ("ref", "cls", "param", "calls", "device_calls", "cpu_calls", "param_devices",
+                 "input_devices", "top_calls")
+
+    def __init__(self, module):
+        self.ref = weakref.ref(module)
+        self.cls = type(module).__name__
+        self.param = _first_tensor(module)
+        self.calls = 0
+        self.device_calls = 0
+        self.cpu_calls = 0
+        self.top_calls = 0
+        self.param_devices: set = set()
+        self.input_devices: set = set()
+
+
+def _first_tensor(module):
+    p = next(module.parameters(), None)
+    return p if p is not None else next(module.buffers(), None)
+
+
+def _device_name(d) -> str:
+    s = str(d)
+    return s.replace("simcuda", "cuda")
+
+
+class Recorder:
+    def __init__(self, workdir: str, max_steps: int | None):
+        self.workdir = os.path.realpath(workdir)
+        self.max_steps = max_steps
+        self.losses: list[float] = []
+        self.steps = 0
+        self.step_ends: list[float] = []
+        self.backward_calls = 0
+        self.modules: dict[int, ModuleRecord] = {}
+        self.events: list[dict] = []
+        self.depth = 0
+        self.batches: dict[int, weakref.ref] = {}  # tensors a DataLoader yielded
+        self.scaled: dict[int, float] = {}  # id(scaled loss) -> scale (GradScaler)
+        self._in_backward = False
+
+    def is_batch(self, t) -> bool:
+        ref = self.batches.get(id(t))
+        return ref is not None and ref() is t
+
+    # -- losses and steps ---------------------------------------------------
+
+    def record_loss(self, t):
+        self.backward_calls += 1
+        try:
+            if t.numel() != 1:
+                return
+            value = float(t.detach())
+        except Exception:
+            return
+        scale = self.scaled.pop(id(t), None)
+        if scale:
+            value /= scale
+        self.losses.append(value)
+
+    def on_step(self, optimizer, args, kwargs):
+        self.steps += 1
+        self.step_ends.append(time.perf_counter())
+        if self.max_steps is not None and self.steps >= self.max_steps:
+            raise StopRun()
+
+    # -- modules --------------------------------------------------------------
+
+    def pre_forward(self, module, args):
+        self.depth += 1
+        rec = self.modules.get(id(module))
+        if rec is None or rec.ref() is not module:
+            rec = self.modules[id(module)] = ModuleRecord(module)
+        elif rec.param is None:
+            rec.param = _first_tensor(module)
+        rec.calls += 1
+        if self.depth == 1:
+            rec.top_calls += 1
+        p = rec.param
+        pdev = p.device.type if p is not None else None
+        if p is not None:
+            rec.param_devices.add(_device_name(p.device))
+        has_cpu = has_dev = False
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                has_cpu, has_dev = self._note_input(rec, a, has_cpu, has_dev)
+            elif isinstance(a, (tuple, list)):
+                for x in a:
+                    if isinstance(x, torch.Tensor):
+                        has_cpu, has_dev = self._note_input(rec, x, has_cpu, has_dev)
+        on_device = pdev == "cuda" or (pdev is None and has_dev)
+        if on_device:
+            rec.device_calls += 1
+        else:
+            rec.cpu_calls += 1
+        if pdev == "cuda" and has_cpu:
+            self._event("cpu-input-to-device-module", rec)
+        elif pdev == "cpu" and has_dev:
+            self._event("device-input-to-cpu-module", rec)
+        elif pdev is None and has_dev and has_cpu:
+            self._event("mixed-inputs", rec)
+
+    def _note_input(self, rec, t, has_cpu, has_dev):
+        d = t.device
+        rec.input_devices.add(_device_name(d))
+        if d.type == "cuda":
+            has_dev = True
+        elif d.type == "cpu" and t.dim() > 0:
+            has_cpu = True
+        return has_cpu, has_dev
+
+    def post_forward(self, module, args, output):
+        self.depth -= 1
+
+    def _event(self, kind, rec):
+        if len(self.events) >= 20:
+            return
+        if any(e["kind"] == kind and e["module_id"] == id(rec.ref()) for e in self.events):
+            return
+        self.events.append({"kind": kind, "module_id": id(rec.ref()), "module": rec.cls,
+                            "where": self.user_location(sys._getframe(2))})
+
+    # -- where in the user's code -------------------------------------------
+
+    def is_user_file(self, filename: str) -> bool:
+        if not filename or filename.startswith("<"):
+            return False
+        return os.path.realpath(filename).startswith(self.workdir + os.sep)
+
+    def user_location(self, frame):
+        while frame is not None:
+            if self.is_user_file(frame.f_code.co_filename):
+                return {"file": frame.f_code.co_filename, "line": frame.f_lineno}
+            frame = frame.f_back
+        return None
+
+    # -- results -------------------------------------------------------------
+
+    def step_times(self) -> list[float]:
+        ends = self.step_ends
+        return [b - a for a, b in zip(ends, ends[1:])]
+
+
+def install(rec: Recorder) -> None:
+    """Hook torch so that `rec` sees losses, steps, module calls and batches."""
+    orig_backward = torch.Tensor.backward
+    orig_autograd_backward = torch.autograd.backward
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        if not rec._in_backward:
+            rec.record_loss(self)
+        rec._in_backward = True
+        try:
+            return orig_backward(self, gradient, retain_graph, create_graph, inputs)
+        finally:
+            rec._in_backward = False
+
+    def autograd_backward(tensors, *args, **kwargs):
+        if not rec._in_backward:
+            if isinstance(tensors, torch.Tensor):
+                rec.record_loss(tensors)
+            elif isinstance(tensors, (list, tuple)) and len(tensors) == 1:
+                rec.record_loss(tensors[0])
+        rec._in_backward = True
+        try:
+            return orig_autograd_backward(tensors, *args, **kwargs)
+        finally:
+            rec._in_backward = False
+
+    torch.Tensor.backward = backward
+    torch.autograd.backward = autograd_backward
+
+    from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    register_optimizer_step_post_hook(rec.on_step)
+    register_module_forward_pre_hook(rec.pre_forward)
+    register_module_forward_hook(rec.post_forward, always_call=True)
+
+    _track_batches(rec)
+    _unscale_losses(rec)
+
+
+def _track_batches(rec: Recorder) -> None:
+    # A tensor that came out of a DataLoader and stayed on the CPU is a batch
+    # not moved (CG103), not just any tensor (CG102).
+    from torch.utils.data import dataloader
+
+    base = dataloader._BaseDataLoaderIter
+    orig_next = base.__next__
+
+    def note(t):
+        if isinstance(t, torch.Tensor):
+            rec.batches[id(t)] = weakref.ref(t)
+
+    def __next__(self):
+        batch = orig_next(self)
+        if len(rec.batches) > 4096:
+            rec.batches = {k: r for k, r in rec.batches.items() if r() is not None}
+        if isinstance(batch, (list, tuple)):
+            for t in batch:
+                note(t)
+        elif isinstance(batch, dict):
+            for t in batch.values():
+                note(t)
+        else:
+            note(batch)
+        return batch
+
+    base.__next__ = __next__
+
+
+def _unscale_losses(rec: Recorder) -> None:
+    # With a GradScaler the scalar given to backward() is loss * scale; record
+    # the loss itself so that runs with and without scaling compare.
+    try:
+        from torch.amp import GradScaler
+    except ImportError:
+        return
+    orig_scale = GradScaler.scale
+
+    def scale(self, outputs):
+        out = orig_scale(self, outputs)
+        if isinstance(out, torch.Tensor) and out is not outputs and self._scale is not None:
+            try:
+                rec.scaled[id(out)] = float(self._scale)
+            except Exception:
+                pass
+        return out
+
+    GradScaler.scale = scale
+
+
+def _inside(path: str, root: str) -> bool:
+    parent = os.path.realpath(os.path.dirname(os.path.abspath(path)))
+    return (parent + os.sep).startswith(root)
+
+
+def guard_links(workdir: str) -> None:
+    """Break a link to a large original file before the script writes to it,
+    so that the script's files are never modified."""
+    root = os.path.realpath(workdir) + os.sep
+    orig_open = builtins.open
+
+    def unlink_for_write(file, mode):
+        if not isinstance(file, (str, bytes, os.PathLike)):
+            return
+        if not any(c in mode for c in "wax+"):
+            return
+        path = os.fsdecode(file)
+        if os.path.islink(path) and _inside(path, root):
+            target = os.path.realpath(path)
+            os.unlink(path)
+            if "w" not in mode and "x" not in mode:
+                shutil.copy2(target, path)  # append or update: start from a copy
+
+    def guarded_open(file, mode="r", *args, **kwargs):
+        unlink_for_write(file, mode)
+        return orig_open(file, mode, *args, **kwargs)
+
+    builtins.open = guarded_open
+    io.open = guarded_open
+
+
+def hide_cuda() -> None:
+    """The CPU fallback: answer as a machine without a GPU does."""
+    torch.cuda.is_available = lambda: False
+    torch.cuda.device_count = lambda: 0
+    acc = getattr(torch, "accelerator", None)
+    if acc is not None:
+        acc.is_available = lambda: False
+        acc.current_accelerator = lambda check_available=False: None
+        acc.device_count = lambda: 0
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None:
+        mps.is_available = lambda: False
+
+
+def track_cuda_rng():
+    """Whether the script drew from the CUDA generator: its Philox offset
+    (bytes 8-16 of the state) grows with each draw; a reseed resets it, so
+    the offset is also read just before every reseed."""
+    drew = [False]
+
+    def offset_moved():
+        state = torch.cuda.get_rng_state()
+        return any(state[8:16].tolist())
+
+    for name in ("manual_seed", "manual_seed_all"):
+        orig = getattr(torch.cuda, name)
+
+        def reseed(seed, _orig=orig):
+            drew[0] = drew[0] or offset_moved()
+            return _orig(seed)
+
+        setattr(torch.cuda, name, reseed)
+    return lambda: drew[0] or offset_moved()
+
+
+def strict_cuda() -> None:
+    """A real GPU, with TF32 off so that its losses stay close to the CPU's."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False

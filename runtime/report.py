@@ -1,0 +1,142 @@
+"""Render a verification: a table per run, the device audit, the verdict; or JSON."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+
+def _ms_per_step(run: dict):
+    times = run.get("step_times") or []
+    return statistics.median(times) * 1000 if times else None
+
+
+def _fmt(x, spec=".6g"):
+    return "-" if x is None else format(x, spec)
+
+
+def summary(run: dict, comparison: dict | None) -> dict:
+    losses = run.get("losses") or []
+    return {
+        "label": run["label"], "role": run["role"], "script": run["script"], "mode": run["mode"],
+        "device": run.get("device_name"), "status": run["status"], "steps": run.get("steps", 0),
+        "losses_recorded": len(losses), "first_loss": losses[0] if losses else None,
+        "last_loss": losses[-1] if losses else None,
+        "max_rel_diff": comparison.get("max_rel_diff") if comparison else None,
+        "ms_per_step": _ms_per_step(run),
+    }
+
+
+def to_json(report: dict) -> str:
+    comps = {c["run"]: c for c in report["comparisons"]}
+    out = {
+        "verdict": report["verdict"],
+        "reasons": report["reasons"],
+        "settings": report["settings"],
+        "comparisons": report["comparisons"],
+        "runs": [],
+    }
+    for run in report["runs"]:
+        entry = summary(run, comps.get(run["label"]))
+        for key in ("losses", "step_times", "backward_calls", "device_forward_calls", "cpu_forward_calls",
+                    "modules", "events", "exception", "diagnosis", "device_rng", "exit_code",
+                    "wall_seconds", "stdout_tail", "stderr_tail", "workdir"):
+            if key in run:
+                entry[key] = run[key]
+        out["runs"].append(entry)
+    return json.dumps(out, indent=2)
+
+
+def _table(rows: list, headers: list) -> list:
+    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
+    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+    return [line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows]
+
+
+def _audit_lines(run: dict) -> list:
+    lines = []
+    for m in run.get("modules", []):
+        params = ", ".join(m["param_devices"]) or "no parameters"
+        inputs = ", ".join(m["input_devices"]) or "none"
+        where = f"{m['device_calls']} on the device, {m['cpu_calls']} on the CPU"
+        lines.append(f"    {m['name']} ({m['class']}): parameters {params}; inputs {inputs}; {m['calls']} calls ({where})")
+    for e in run.get("events", []):
+        w = e.get("where") or {}
+        at = f" at {w['file']}:{w['line']}" if w.get("file") else ""
+        what = _EVENTS.get(e["kind"], e["kind"])
+        lines.append(f"    ! {what} {e['module']}{at}")
+    return lines
+
+
+_EVENTS = {
+    "cpu-input-to-device-module": "a CPU tensor reached device module",
+    "device-input-to-cpu-module": "a device tensor reached CPU module",
+    "mixed-inputs": "CPU and device tensors together reached",
+}
+_STATUS = {"max_steps": "max-steps"}
+
+
+def _pass_lines(report: dict) -> list:
+    runs = report["runs"]
+    lines = ["verdict: PASS"]
+    dev = next((r for r in runs if r["mode"] in ("cuda", "sim")), None)
+    if dev:
+        lines.append(f"  trains on the device: {dev['label']}, {dev['device_forward_calls']} module calls there")
+    cpu = next((r for r in runs if r["mode"] == "cpu" and r["role"] == "migrated"), None)
+    if cpu:
+        lines.append(f"  falls back to the CPU: {cpu['label']} runs")
+    for c in report["comparisons"]:
+        if c["compared"] == 0:
+            continue
+        how = (f"the same losses over {c['compared']} steps (max rel diff {c['max_rel_diff']:.2g})"
+               if c["method"] == "step" else f"the same loss trend over {c['compared']} steps")
+        lines.append(f"  learns the same: {c['run']} has {how} as {c['reference']}")
+    return lines
+
+
+def to_text(report: dict) -> str:
+    s = report["settings"]
+    head = f"cpu2gpu verify {s['script']}" + (f" --against {s['against']}" if s["against"] else "")
+    if s.get("max_steps"):
+        head += f" (first {s['max_steps']} steps)"
+    out = [head, ""]
+    comps = {c["run"]: c for c in report["comparisons"]}
+    rows = []
+    for run in report["runs"]:
+        c = comps.get(run["label"])
+        sm = summary(run, c)
+        if c is None:
+            diff = "(reference)" if any(x["reference"] == run["label"] for x in report["comparisons"]) else "-"
+        elif c["method"] == "trend":
+            diff = f"trend {'ok' if c['ok'] else 'differs'}"
+        else:
+            diff = _fmt(c["max_rel_diff"], ".2g")
+        rows.append([sm["label"], sm["device"] or sm["mode"], _STATUS.get(sm["status"], sm["status"]), sm["steps"], _fmt(sm["first_loss"]),
+                     _fmt(sm["last_loss"]), diff, _fmt(sm["ms_per_step"], ".2f")])
+    out += _table(rows, ["run", "device", "status", "steps", "first loss", "last loss", "max rel diff", "ms/step"])
+
+    for run in report["runs"]:
+        if run["mode"] == "cpu" and not run.get("events"):
+            continue  # nothing to audit where everything is on the CPU
+        audit = _audit_lines(run)
+        if audit:
+            out += ["", f"  device audit, {run['label']}:"] + audit
+    for c in report["comparisons"]:
+        if c.get("note"):
+            out += ["", f"  note ({c['run']}): {c['note']}"]
+
+    out.append("")
+    v = report["verdict"]
+    if v == "pass":
+        out += _pass_lines(report)
+    else:
+        out.append("verdict: FAIL" if v == "fail" else
+                   "verdict: ERROR — the original failed on the CPU, so there is nothing to compare with")
+        for r in report["reasons"]:
+            rule = f" \u2014 {r['rule']} ({r['rule_name']})" if r.get("rule") else ""
+            out.append(f"  {r['run']}: {r['cause']}{rule}")
+        for run in report["runs"]:
+            exc = run.get("exception")
+            if exc and run["status"] not in ("ok", "max_steps") and exc.get("message"):
+                out.append(f"    {run['label']}: {exc['type']}: {exc['message'].splitlines()[0][:300]}")
+    return "\n".join(out)

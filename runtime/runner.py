@@ -1,0 +1,204 @@
+"""Parent side: give each run its own copy of the script's folder, spawn the
+child, stop it at the timeout, and collect its result.
+
+Imports nothing heavy: torch lives in the child.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+# Folders a script does not read and that can be large.
+SKIP_DIRS = {
+    ".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "node_modules", ".tox", ".nox",
+    ".mypy_cache", ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints", ".cpu2gpu_cache",
+}
+LINK_OVER_BYTES = 16 * 1024 * 1024  # larger files are linked, not copied
+COPY_BUDGET_BYTES = 256 * 1024 * 1024  # past this, every file is linked
+COPY_BUDGET_FILES = 5000
+TAIL_CHARS = 4000
+
+
+@dataclass
+class RunSpec:
+    label: str  # "original (cpu)", "migrated (sim)"
+    role: str  # "original" | "migrated"
+    script: str  # as the user gave it
+    mode: str  # cpu | sim | cuda
+    args: list = field(default_factory=list)
+
+
+def choose_root(script: str, cwd: str) -> str:
+    """The folder to copy: the working directory when the script lies inside
+    it (the script may read files relative to it), else the script's folder."""
+    script_dir = os.path.dirname(os.path.abspath(script))
+    cwd = os.path.abspath(cwd)
+    home = os.path.expanduser("~")
+    inside = script_dir == cwd or script_dir.startswith(cwd.rstrip(os.sep) + os.sep)
+    if inside and cwd not in (os.sep, home):
+        return cwd
+    return script_dir
+
+
+def copy_tree(src: str, dst: str) -> None:
+    """Copy `src` to `dst`; large files (and all files past the budget) become links."""
+    copied_bytes = copied_files = 0
+    for dirpath, dirnames, filenames in os.walk(src):
+        dirnames[:] = [
+            d for d in dirnames
+            if d not in SKIP_DIRS and not os.path.exists(os.path.join(dirpath, d, "pyvenv.cfg"))
+        ]
+        rel = os.path.relpath(dirpath, src)
+        target_dir = os.path.join(dst, rel) if rel != "." else dst
+        os.makedirs(target_dir, exist_ok=True)
+        for d in list(dirnames):
+            if os.path.islink(os.path.join(dirpath, d)):
+                os.symlink(os.path.realpath(os.path.join(dirpath, d)), os.path.join(target_dir, d))
+                dirnames.remove(d)
+        for name in filenames:
+            s = os.path.join(dirpath, name)
+            t = os.path.join(target_dir, name)
+            try:
+                if os.path.islink(s):
+                    os.symlink(os.path.realpath(s), t)
+                    continue
+                size = os.path.getsize(s)
+                over_budget = copied_bytes + size > COPY_BUDGET_BYTES or copied_files >= COPY_BUDGET_FILES
+                if size > LINK_OVER_BYTES or over_budget:
+                    os.symlink(s, t)
+                else:
+                    shutil.copy2(s, t)
+                    copied_bytes += size
+                    copied_files += 1
+            except OSError:
+                continue  # unreadable or vanished: the script would not get it either
+
+
+def _tail(path: str) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - TAIL_CHARS))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _failed_result(spec: RunSpec, status: str, message: str) -> dict:
+    return {
+        "mode": spec.mode, "status": status, "exit_code": None, "losses": [], "steps": 0,
+        "backward_calls": 0, "step_times": [], "device_forward_calls": 0, "cpu_forward_calls": 0,
+        "modules": [], "events": [], "device_rng": False, "diagnosis": None,
+        "exception": {"type": status, "message": message, "file": None, "line": None, "source": None,
+                      "traceback": ""},
+    }
+
+
+def run(spec: RunSpec, *, max_steps=None, seed=0, timeout=600.0, cwd=None, keep=False,
+        show_output=False, threads=None) -> dict:
+    """Run one script in a fresh child process; return its result dict."""
+    cwd = os.path.abspath(cwd or os.getcwd())
+    script = os.path.abspath(spec.script)
+    root = choose_root(script, cwd)
+    tmp = tempfile.mkdtemp(prefix="cpu2gpu-verify-")
+    work = os.path.join(tmp, "work", os.path.basename(root) or "root")
+    copy_tree(root, work)
+    run_script = os.path.join(work, os.path.relpath(script, root))
+    in_root = cwd == root or cwd.startswith(root + os.sep)
+    run_cwd = os.path.join(work, os.path.relpath(cwd, root)) if in_root else os.path.dirname(run_script)
+    result_path = os.path.join(tmp, "result.json")
+    out_path, err_path = os.path.join(tmp, "stdout.txt"), os.path.join(tmp, "stderr.txt")
+
+    cmd = [sys.executable, "-m", "cpu2gpu.runtime", "--mode", spec.mode, "--result", result_path,
+           "--seed", str(seed), "--workdir", work, "--orig-root", root, "--display-base", cwd]
+    if max_steps is not None:
+        cmd += ["--max-steps", str(max_steps)]
+    cmd += ["--", run_script, *spec.args]
+    env = dict(os.environ)
+    env.setdefault("PYTHONHASHSEED", "0")  # same set/dict orders in every run
+    env["PYTHONUNBUFFERED"] = "1"
+    if spec.mode == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""  # the fallback: no GPU to be seen
+    if threads:
+        # Runs side by side share the cores; every run of one verification
+        # gets the same count, so that they compute the same sums.
+        env.setdefault("OMP_NUM_THREADS", str(threads))
+
+    t0 = time.perf_counter()
+    timed_out = False
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        proc = subprocess.Popen(cmd, cwd=run_cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=err, start_new_session=True)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _stop(proc)
+        else:
+            _reap(proc)
+    wall = time.perf_counter() - t0
+
+    result = None
+    if os.path.exists(result_path):
+        with open(result_path) as f:
+            result = json.load(f)
+    if timed_out:
+        where = None
+        if result and result.get("exception"):
+            exc = result["exception"]
+            where = {"file": exc.get("file"), "line": exc.get("line")}
+        result = result or _failed_result(spec, "timeout", "")
+        result["status"] = "timeout"
+        at = f" at {where['file']}:{where['line']}" if where and where.get("file") else ""
+        result["exception"] = dict(result.get("exception") or {}, type="Timeout",
+                                   message=f"stopped after {timeout:g} s{at}")
+        result["diagnosis"] = {"cause": f"the script did not finish within {timeout:g} s and was stopped{at}",
+                               "rule": None, "rule_name": None, "where": where}
+    elif result is None:
+        result = _failed_result(spec, "crashed", f"the child exited with code {proc.returncode} "
+                                                 f"without a result")
+    result["wall_seconds"] = wall
+    result["returncode"] = proc.returncode
+    result["stdout_tail"] = _tail(out_path)
+    result["stderr_tail"] = _tail(err_path)
+    if show_output:
+        sys.stderr.write(f"--- output of {spec.label} ---\n{result['stdout_tail']}{result['stderr_tail']}")
+    if keep:
+        result["workdir"] = tmp
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return result
+
+
+def _reap(proc: subprocess.Popen) -> None:
+    """The child leaves at once (os._exit): end what it started (loader workers)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGTERM first, so that the child reports where the script hung; then kill."""
+    try:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+    except (subprocess.TimeoutExpired, OSError):
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass

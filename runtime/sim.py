@@ -1,0 +1,778 @@
+"""A simulated CUDA device for machines without a GPU.
+
+Tensors moved to "cuda" become SimTensor: a wrapper whose C++ device is the
+PrivateUse1 backend (renamed "simcuda"), which shows ``cuda:0`` to Python and
+computes on a plain CPU tensor inside. ``__torch_dispatch__`` refuses what real
+CUDA refuses (mixed devices, CUDA indices into a CPU tensor, a CPU generator
+for a device draw), with the messages real CUDA gives, so a script that passes
+here does not crash on a GPU for a placement reason.
+
+``install()`` changes torch process-wide and cannot be undone: call it once, in
+a fresh process, before the script runs.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
+
+from . import sim_kernels
+
+BACKEND = "simcuda"
+CUDA0 = torch.device("cuda", 0)
+CPU = torch.device("cpu")
+aten = torch.ops.aten
+
+_installed = False
+_sim0: torch.device  # the real (C++) device of every SimTensor, set by install()
+
+# The device RNG: real CUDA draws from its own generator (Philox), never from the
+# CPU one, so a draw on the device must not move the CPU generator either.
+_device_gen = torch.Generator()
+_DEVICE_SEED_SALT = 0x5DEECE66D
+device_rng_draws = 0
+
+_MISMATCH = "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
+_NUMPY = "can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first."
+_INDEX = "indices should be either on cpu or on the same device as the indexed tensor (cpu)"
+_GENERATOR = "Expected a 'cuda' device type for generator but found 'cpu'"
+
+
+_NOMINAL_STORAGE = 2**48
+
+
+class SimTensor(torch.Tensor):
+    """A tensor on the simulated CUDA device; ``_e`` holds its CPU values."""
+
+    # Python-level calls pass straight to C++; the checks live in dispatch.
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @staticmethod
+    def __new__(cls, elem: torch.Tensor):
+        r = torch.Tensor._make_wrapper_subclass(
+            cls,
+            elem.size(),
+            strides=elem.stride(),
+            storage_offset=elem.storage_offset(),
+            dtype=elem.dtype,
+            layout=elem.layout,
+            device=_sim0,
+            requires_grad=elem.requires_grad,
+            # The wrapper holds no memory; a large nominal size lets an
+            # in-place resize (an out= op) pass the bounds check of as_strided_.
+            storage_size=_NOMINAL_STORAGE,
+        )
+        r._e = elem
+        return r
+
+    @property
+    def device(self):
+        return CUDA0
+
+    @property
+    def is_cuda(self):
+        return True
+
+    @property
+    def is_cpu(self):
+        return False
+
+    def numpy(self, *, force=False):
+        if force:  # numpy(force=True) copies to the host, as on CUDA
+            return self._e.detach().numpy().copy()
+        raise TypeError(_NUMPY)
+
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError(_NUMPY)
+
+    def tolist(self):
+        return self._e.tolist()  # real CUDA copies to the host here, which is allowed
+
+    def __repr__(self, *, tensor_contents=None):
+        # Print as real CUDA does: the values, then device='cuda:0'.
+        body = repr(self._e.detach())
+        extra = ", device='cuda:0'"
+        if self.grad_fn is not None:
+            extra += f", grad_fn=<{type(self.grad_fn).__name__}>"
+        elif self.requires_grad:
+            extra += ", requires_grad=True"
+        return body[:-1] + extra + ")" if body.endswith(")") else body
+
+    def __reduce_ex__(self, proto):
+        # Saved as a CUDA tensor would be: the storage is tagged "cuda:0".
+        e = self._e.detach()
+        _saving_ptrs.add(e.untyped_storage().data_ptr())
+        return e.__reduce_ex__(proto)
+
+    def __deepcopy__(self, memo):
+        if id(self) in memo:
+            return memo[id(self)]
+        with torch.no_grad():
+            new = SimTensor(self._e.clone())
+        if self.requires_grad:
+            new.requires_grad_(True)
+        if getattr(self, "_is_param", False):
+            new._is_param = True
+        memo[id(self)] = new
+        return new
+
+    def type(self, dtype=None, non_blocking=False, **kwargs):
+        if dtype is None:
+            return self._e.type().replace("torch.", "torch.cuda.", 1)
+        if isinstance(dtype, str) and dtype.startswith("torch.cuda."):
+            dtype = dtype.replace("torch.cuda.", "torch.", 1)
+        return _orig_to(self, self._e.new_empty(0).type(dtype).dtype, non_blocking=non_blocking)
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        special = _SPECIAL.get(func)
+        if special is not None:
+            return special(func, args, kwargs or {})
+        return _run(func, args, kwargs or {})
+
+
+def _type_name(t: torch.Tensor) -> str:
+    name = t._e.type() if isinstance(t, SimTensor) else t.type()
+    return name.replace("torch.", "torch.cuda.", 1) if isinstance(t, SimTensor) else name
+
+
+def _mismatch(func, argname: str | None):
+    # Pointwise ops report the bare message, like TensorIterator on CUDA; the
+    # others name the argument, like the generated CUDA wrappers.
+    if argname is None or torch.Tag.pointwise in func.tags:
+        return RuntimeError(_MISMATCH)
+    op = func._schema.name.split("::")[-1]
+    return RuntimeError(
+        f"{_MISMATCH} (when checking argument for argument {argname} in method wrapper_CUDA_{op})"
+    )
+
+
+def _unwrap(func, args, kwargs, allow_cpu=False):
+    """Unwrap SimTensors; raise where a CPU tensor (not 0-dim) meets one."""
+    ids = {}
+    bad = None
+    new_args = list(args)
+    for i, a in enumerate(args):
+        if isinstance(a, SimTensor):
+            new_args[i] = a._e
+            ids[id(a._e)] = a
+        elif isinstance(a, torch.Tensor):
+            ids[id(a)] = a
+            if bad is None and a.dim() > 0:
+                bad = i
+        elif isinstance(a, (list, tuple)) and a and any(isinstance(x, torch.Tensor) for x in a):
+            items = list(a)
+            for j, x in enumerate(items):
+                if isinstance(x, SimTensor):
+                    items[j] = x._e
+                    ids[id(x._e)] = x
+                elif isinstance(x, torch.Tensor):
+                    ids[id(x)] = x
+                    if bad is None and x.dim() > 0:
+                        bad = i
+            new_args[i] = type(a)(items) if isinstance(a, tuple) else items
+    new_kwargs = kwargs
+    if kwargs:
+        new_kwargs = {}
+        for k, v in kwargs.items():
+            if isinstance(v, SimTensor):
+                ids[id(v._e)] = v
+                v = v._e
+            elif isinstance(v, torch.Tensor):
+                ids[id(v)] = v
+                if bad is None and v.dim() > 0 and k != "out":
+                    bad = k
+            elif isinstance(v, torch.device) and v.type == BACKEND:
+                v = CPU
+            elif k == "generator" and v is not None and v.device.type == "cpu":
+                raise RuntimeError(_GENERATOR)
+            new_kwargs[k] = v
+    if bad is not None and not allow_cpu:
+        if isinstance(bad, str):
+            raise _mismatch(func, bad)
+        raise _mismatch(func, _argname(func, bad))
+    return new_args, new_kwargs, ids
+
+
+def _argname(func, i: int) -> str | None:
+    try:
+        return func._schema.arguments[i].name
+    except (AttributeError, IndexError):
+        return None
+
+
+def _wrap(out, ids):
+    if out is None:
+        return None
+    if isinstance(out, torch.Tensor):
+        known = ids.get(id(out))
+        if known is None:
+            return SimTensor(out)
+        if known is not out and (known.shape != out.shape or known.stride() != out.stride()):
+            _sync_metadata(known, out)
+        return known
+    if isinstance(out, (list, tuple)):
+        return type(out)(_wrap(o, ids) for o in out)
+    return out
+
+
+def _sync_metadata(wrapper, elem):
+    # An in-place view op (transpose_, squeeze_, resize_ ...) changed the
+    # inner tensor's shape; give the wrapper the same, below dispatch.
+    with torch._C._DisableTorchDispatch():
+        wrapper.as_strided_(elem.size(), elem.stride(), elem.storage_offset())
+
+
+def _run(func, args, kwargs):
+    new_args, new_kwargs, ids = _unwrap(func, args, kwargs)
+    if torch.Tag.nondeterministic_seeded in func.tags:
+        out = _on_device_rng(func, new_args, new_kwargs)
+    else:
+        out = func(*new_args, **new_kwargs)
+    return _wrap(out, ids)
+
+
+def _on_device_rng(func, args, kwargs):
+    """Draw from the device generator, leaving the CPU generator as it was."""
+    global device_rng_draws
+    device_rng_draws += 1
+    if kwargs.get("generator") is not None:
+        return func(*args, **kwargs)
+    cpu = torch.default_generator
+    saved = cpu.get_state()
+    cpu.set_state(_device_gen.get_state())
+    try:
+        return func(*args, **kwargs)
+    finally:
+        _device_gen.set_state(cpu.get_state())
+        cpu.set_state(saved)
+
+
+# -- ops that need more than unwrap-and-check ---------------------------------
+
+
+def _to_copy(func, args, kwargs):
+    new_args, new_kwargs, ids = _unwrap(func, args, kwargs, allow_cpu=True)
+    device = kwargs.get("device")
+    out = func(*new_args, **new_kwargs)
+    if device is not None and device.type == "cpu":
+        return out  # .cpu(): a plain tensor
+    return SimTensor(out)
+
+
+def _copy(func, args, kwargs):
+    # copy_ crosses devices on real CUDA too, in both directions.
+    new_args, new_kwargs, ids = _unwrap(func, args, kwargs, allow_cpu=True)
+    func(*new_args, **new_kwargs)
+    return args[0]
+
+
+def _check_indices(self_t, indices):
+    if not isinstance(self_t, SimTensor) and any(isinstance(i, SimTensor) for i in indices if i is not None):
+        raise RuntimeError(_INDEX)
+
+
+def _index(func, args, kwargs):
+    # CPU indices into a device tensor are fine; device indices into a CPU one are not.
+    self_t, indices = args[0], args[1]
+    _check_indices(self_t, indices)
+    rest = list(args[2:])
+    values_bad = (
+        rest
+        and isinstance(self_t, SimTensor)
+        and isinstance(rest[0], torch.Tensor)
+        and not isinstance(rest[0], SimTensor)
+        and rest[0].dim() > 0
+    )
+    if values_bad:
+        raise _mismatch(func, "values")
+    ids = {}
+    if isinstance(self_t, SimTensor):
+        ids[id(self_t._e)] = self_t
+        self_e = self_t._e
+    else:
+        self_e = self_t
+    idx = [i._e if isinstance(i, SimTensor) else i for i in indices]
+    rest = [r._e if isinstance(r, SimTensor) else r for r in rest]
+    out = func(self_e, idx, *rest, **kwargs)
+    return _wrap(out, ids)
+
+
+def _rnn_check(input, hx):
+    hs = hx if isinstance(hx, (list, tuple)) else (hx,)
+    for h in hs:
+        if isinstance(h, torch.Tensor) and isinstance(h, SimTensor) != isinstance(input, SimTensor):
+            raise RuntimeError(
+                "Input and hidden tensors are not at the same device, found input tensor at "
+                f"{input.device} and hidden tensor at {h.device}"
+            )
+
+
+def _rnn_param_check(input, params):
+    for p in params:
+        if isinstance(p, torch.Tensor) and isinstance(p, SimTensor) != isinstance(input, SimTensor):
+            raise RuntimeError(
+                "Input and parameter tensors are not at the same device, found input tensor at "
+                f"{input.device} and parameter tensor at {p.device}"
+            )
+
+
+def _wrap_rnn(orig):
+    # The C++ RNN checks run before dispatch and would name the backend
+    # "simcuda"; check here first, with the words real CUDA uses.
+    @functools.wraps(orig)
+    def rnn(*args, **kwargs):
+        if len(args) >= 3 and isinstance(args[0], torch.Tensor):
+            inp, second, third = args[0], args[1], args[2]
+            if isinstance(second, torch.Tensor) and second.dtype == torch.int64 and second.dim() == 1:
+                # packed form: (data, batch_sizes, hx, params, ...)
+                _rnn_check(inp, third)
+                if len(args) > 3:
+                    _rnn_param_check(inp, args[3])
+            else:
+                _rnn_check(inp, second)
+                _rnn_param_check(inp, third)
+        return orig(*args, **kwargs)
+
+    return rnn
+
+
+def _convolution(func, args, kwargs):
+    inp, weight = args[0], args[1]
+    if isinstance(inp, SimTensor) != isinstance(weight, SimTensor):
+        msg = f"Input type ({_type_name(inp)}) and weight type ({_type_name(weight)}) should be the same"
+        if not isinstance(inp, SimTensor):
+            msg += " or input should be a MKLDNN tensor and weight is a dense tensor"
+        raise RuntimeError(msg)
+    return _run(func, args, kwargs)
+
+
+def _stand_in(fn):
+    def run(func, args, kwargs):
+        new_args, new_kwargs, ids = _unwrap(func, args, kwargs)
+        return _wrap(fn(*new_args, **new_kwargs), ids)
+
+    return run
+
+
+def _pack(func, args, kwargs):
+    # Sequence lengths and batch sizes live on the CPU on real CUDA too.
+    new_args, new_kwargs, ids = _unwrap(func, args, kwargs, allow_cpu=True)
+    data, batch_sizes = func(*new_args, **new_kwargs)
+    return SimTensor(data), batch_sizes
+
+
+def _pack_backward(func, args, kwargs):
+    new_args, new_kwargs, ids = _unwrap(func, args, kwargs, allow_cpu=True)
+    return SimTensor(func(*new_args, **new_kwargs))
+
+
+_SPECIAL = {
+    aten._pack_padded_sequence.default: _pack,
+    aten._pack_padded_sequence_backward.default: _pack_backward,
+    aten.convolution.default: _convolution,
+    aten._thnn_fused_lstm_cell.default: _stand_in(sim_kernels.lstm_cell),
+    aten._thnn_fused_lstm_cell_backward_impl.default: _stand_in(sim_kernels.lstm_cell_backward),
+    aten._thnn_fused_gru_cell.default: _stand_in(sim_kernels.gru_cell),
+    aten._thnn_fused_gru_cell_backward.default: _stand_in(sim_kernels.gru_cell_backward),
+    aten._to_copy.default: _to_copy,
+    aten.copy_.default: _copy,
+    aten.index.Tensor: _index,
+    aten.index_put_.default: _index,
+    aten.index_put.default: _index,
+    aten._index_put_impl_.default: _index,
+}
+
+
+# -- PrivateUse1 kernels: a device tensor made with no SimTensor in the call ---
+
+
+def _empty(size, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    return SimTensor(torch.empty(size, dtype=dtype, memory_format=memory_format or torch.contiguous_format))
+
+
+def _empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory=None):
+    return SimTensor(torch.empty_strided(size, stride, dtype=dtype))
+
+
+def _to_copy_kernel(x, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
+    return SimTensor(aten._to_copy.default(x, dtype=dtype, memory_format=memory_format))
+
+
+# -- Python entry points that name a device -------------------------------------
+
+
+def _map_device(d):
+    """'cuda', 'cuda:0', torch.device('cuda'), 0 -> the simulated device."""
+    if isinstance(d, str):
+        if not d.startswith("cuda"):
+            return d
+        d = torch.device(d)
+    elif isinstance(d, int) and not isinstance(d, bool):
+        d = torch.device("cuda", d)
+    if isinstance(d, torch.device) and d.type == "cuda":
+        if d.index not in (None, 0):
+            raise RuntimeError("CUDA error: invalid device ordinal")
+        return _sim0
+    return d
+
+
+def _is_cuda_device(d) -> bool:
+    if isinstance(d, str):
+        return d.startswith("cuda")
+    if isinstance(d, torch.device):
+        return d.type == "cuda"
+    return isinstance(d, int) and not isinstance(d, bool)
+
+
+_orig_to = torch._C.TensorBase.to
+
+
+def _tensor_to(self, *args, **kwargs):
+    if args:
+        a0 = args[0]
+        if isinstance(a0, (str, torch.device)) or (isinstance(a0, int) and not isinstance(a0, bool)):
+            args = (_map_device(a0),) + args[1:]
+    d = kwargs.get("device")
+    if d is not None:
+        kwargs["device"] = _map_device(d)
+    return _orig_to(self, *args, **kwargs)
+
+
+def _tensor_cuda(self, device=None, non_blocking=False, memory_format=torch.preserve_format):
+    target = _map_device(device if device is not None else "cuda")
+    return _orig_to(self, target, non_blocking=non_blocking, memory_format=memory_format)
+
+
+def _tensor_type(self, dtype=None, non_blocking=False, **kwargs):
+    if isinstance(dtype, str) and dtype.startswith("torch.cuda."):
+        plain = dtype.replace("torch.cuda.", "torch.", 1)
+        return _orig_to(torch._C.TensorBase.type(self, plain), _sim0, non_blocking=non_blocking)
+    if dtype is None:
+        return torch._C.TensorBase.type(self)
+    return torch._C.TensorBase.type(self, dtype, non_blocking, **kwargs)
+
+
+def _factory(orig):
+    @functools.wraps(orig)
+    def make(*args, **kwargs):
+        d = kwargs.get("device")
+        if d is not None and _is_cuda_device(d):
+            kwargs["device"] = _map_device(d)
+            g = kwargs.get("generator")
+            if g is not None and g.device.type == "cpu":
+                raise RuntimeError(_GENERATOR)
+        return orig(*args, **kwargs)
+
+    return make
+
+
+_FACTORIES = (
+    "zeros ones empty full rand randn randint randperm arange range linspace logspace eye "
+    "tensor as_tensor asarray scalar_tensor empty_strided zeros_like ones_like empty_like "
+    "full_like rand_like randn_like randint_like normal tril_indices triu_indices"
+).split()
+_NEW_METHODS = "new_tensor new_zeros new_ones new_empty new_full".split()
+
+
+def _pin_memory(self, device=None):
+    return self  # nothing to pin: the device memory is host memory here
+
+
+# -- torch.cuda / torch.accelerator as a one-GPU machine answers ------------
+
+
+class _DeviceProperties:
+    name = "Simulated CUDA device (cpu2gpu sim)"
+    major, minor = 8, 0
+    total_memory = 16 * 1024**3
+    multi_processor_count = 1
+
+    def __repr__(self):
+        return f"_CudaDeviceProperties(name='{self.name}', major=8, minor=0, total_memory=16384MB)"
+
+
+def _seed_device(seed: int) -> None:
+    _device_gen.manual_seed((int(seed) ^ _DEVICE_SEED_SALT) & 0xFFFFFFFFFFFFFFFF)
+
+
+class _DeviceContext:
+    def __init__(self, device=None):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+class _SimBackendModule:
+    """torch.simcuda: what torch asks of a PrivateUse1 backend."""
+
+    def is_initialized(self):
+        return True
+
+    def is_available(self):
+        return True
+
+    def current_device(self):
+        return 0
+
+    def device_count(self):
+        return 1
+
+    def _is_in_bad_fork(self):
+        return False
+
+    def manual_seed_all(self, seed):
+        _seed_device(seed)
+
+    def get_rng_state(self, device=None):
+        return _device_gen.get_state()
+
+    def set_rng_state(self, state, device=None):
+        _device_gen.set_state(state)
+
+    def get_amp_supported_dtype(self):
+        return [torch.float16, torch.bfloat16]
+
+
+class _Event:
+    """torch.cuda.Event: times on the host clock; everything is synchronous here."""
+
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+        self._t = None
+
+    def record(self, stream=None):
+        import time
+
+        self._t = time.perf_counter()
+
+    def synchronize(self):
+        pass
+
+    def wait(self, stream=None):
+        pass
+
+    def query(self):
+        return True
+
+    def elapsed_time(self, end):
+        return (end._t - self._t) * 1000.0
+
+
+class _Stream:
+    def synchronize(self):
+        pass
+
+    def wait_stream(self, other):
+        pass
+
+    def wait_event(self, event):
+        pass
+
+    def record_event(self, event=None):
+        event = event or _Event()
+        event.record()
+        return event
+
+
+def _data_parallel_scatter(self, inputs, kwargs, device_ids):
+    # One simulated GPU: scatter is a move of every tensor to it, as on one real GPU.
+    def move(x):
+        if isinstance(x, torch.Tensor):
+            return _tensor_to(x, _sim0)
+        if isinstance(x, (list, tuple)) and not hasattr(x, "_fields"):
+            return type(x)(move(y) for y in x)
+        if isinstance(x, dict):
+            return type(x)((k, move(v)) for k, v in x.items())
+        return x
+
+    return (move(tuple(inputs)),), (move(dict(kwargs or {})),)
+
+
+def _const(value):
+    # A fresh function per name: torch._dynamo refuses one object under two names.
+    def f(*args, **kwargs):
+        return value
+
+    return f
+
+
+def _patch_cuda_module():
+    c = torch.cuda
+    for name in ("init", "_lazy_init", "set_device", "synchronize", "empty_cache", "ipc_collect",
+                 "reset_peak_memory_stats", "reset_max_memory_allocated"):
+        setattr(c, name, _const(None))
+    for name in ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
+                 "current_device"):
+        setattr(c, name, _const(0))
+    for name in ("is_available", "is_initialized", "is_bf16_supported"):
+        setattr(c, name, _const(True))
+    c.device_count = _const(1)
+    c.get_device_name = _const(_DeviceProperties.name)
+    c.get_device_capability = _const((8, 0))
+    c.get_device_properties = lambda device=None: _DeviceProperties()
+    c.manual_seed = lambda seed: _seed_device(seed)
+    c.manual_seed_all = lambda seed: _seed_device(seed)
+    c.seed = lambda: _device_gen.seed()
+    c.seed_all = lambda: _device_gen.seed()
+    c.initial_seed = lambda: _device_gen.initial_seed()
+    c.get_rng_state = lambda device="cuda": _device_gen.get_state()
+    c.get_rng_state_all = lambda: [_device_gen.get_state()]
+    c.set_rng_state = lambda state, device="cuda": _device_gen.set_state(state)
+    c.set_rng_state_all = lambda states: _device_gen.set_state(states[0])
+    c.device = _DeviceContext
+    c.device_of = _DeviceContext
+    c.Event = _Event
+    c.Stream = _Stream
+    c.current_stream = lambda device=None: _Stream()
+    c.default_stream = lambda device=None: _Stream()
+    c.stream = lambda stream=None: _DeviceContext()
+    torch.backends.cuda.is_built = _const(True)
+    # cuDNN is not there: say "not acceptable" quietly, as for an unsupported input.
+    torch.backends.cudnn.is_acceptable = _const(False)
+
+    acc = torch.accelerator
+    acc.is_available = _const(True)
+    acc.current_accelerator = lambda check_available=False: torch.device("cuda")
+    acc.device_count = _const(1)
+    acc.current_device_index = _const(0)
+    acc.current_device_idx = _const(0)
+    acc.set_device_index = _const(None)
+    acc.set_device_idx = _const(None)
+    acc.synchronize = _const(None)
+    acc.get_device_capability = _const({})
+
+
+# -- checkpoints: a CUDA checkpoint, as a CPU-only machine sees it ------------
+
+_saving_ptrs: set = set()
+
+
+def _sim_tag(storage):
+    if storage.data_ptr() in _saving_ptrs:
+        return "cuda:0"
+    return None
+
+
+def _sim_deserialize(obj, location):
+    if location.startswith("cuda"):
+        raise RuntimeError(
+            "Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is False. "
+            "If you are running on a CPU-only machine, please use torch.load with "
+            "map_location=torch.device('cpu') to map your storages to the CPU."
+        )
+    return None
+
+
+def _to_sim_tree(obj):
+    if isinstance(obj, SimTensor):
+        return obj
+    if isinstance(obj, torch.nn.Parameter):
+        return torch.nn.Parameter(_to_sim_tree(obj.data), obj.requires_grad)
+    if isinstance(obj, torch.Tensor):
+        return SimTensor(obj.detach()) if not obj.requires_grad else _orig_to(obj, _sim0)
+    if isinstance(obj, dict):
+        out = type(obj)() if type(obj) is not dict else {}
+        for k, v in obj.items():
+            out[k] = _to_sim_tree(v)
+        return out
+    if isinstance(obj, list):
+        return [_to_sim_tree(v) for v in obj]
+    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
+        return tuple(_to_sim_tree(v) for v in obj)
+    return obj
+
+
+def _wrap_save(orig):
+    @functools.wraps(orig)
+    def save(obj, f, *args, **kwargs):
+        try:
+            return orig(obj, f, *args, **kwargs)
+        finally:
+            _saving_ptrs.clear()
+
+    return save
+
+
+def _wrap_load(orig):
+    @functools.wraps(orig)
+    def load(f, map_location=None, *args, **kwargs):
+        if map_location is not None and _is_cuda_device(map_location) and not callable(map_location):
+            return _to_sim_tree(orig(f, *args, map_location="cpu", **kwargs))
+        return orig(f, map_location, *args, **kwargs)
+
+    return load
+
+
+# -- install ------------------------------------------------------------------
+
+
+def install() -> None:
+    """Make this process a one-GPU CUDA machine whose GPU computes on the CPU."""
+    global _installed, _sim0
+    if _installed:
+        return
+    # The default-device mode knows the factories by identity: let it learn
+    # them before they are wrapped.
+    from torch.utils import _device as _device_mod
+
+    _device_mod._device_constructors()
+    _setup_privateuseone_for_python_backend(BACKEND, backend_module=_SimBackendModule())
+    _sim0 = torch.device(BACKEND, 0)
+
+    lib = torch.library.Library("aten", "IMPL")
+    lib.impl("empty.memory_format", _empty, "PrivateUse1")
+    lib.impl("empty_strided", _empty_strided, "PrivateUse1")
+    lib.impl("_to_copy", _to_copy_kernel, "PrivateUse1")
+    install.lib = lib  # kept alive: dropping it unregisters the kernels
+
+    T = torch.Tensor
+    T.to = _tensor_to
+    T.cuda = _tensor_cuda
+    T.type = _tensor_type
+    T.pin_memory = _pin_memory
+    for name in _NEW_METHODS:
+        setattr(T, name, _factory(getattr(torch._C.TensorBase, name)))
+    for name in _FACTORIES:
+        if hasattr(torch, name):
+            setattr(torch, name, _factory(getattr(torch, name)))
+    torch.nn.DataParallel.scatter = _data_parallel_scatter
+    _orig_set_default = torch.set_default_device
+    torch.set_default_device = lambda d: _orig_set_default(_map_device(d) if d is not None else None)
+
+    vf = torch._VF
+    for name in ("lstm", "gru", "rnn_tanh", "rnn_relu"):
+        setattr(vf, name, _wrap_rnn(getattr(vf, name)))
+
+    _patch_cuda_module()
+    torch.serialization.register_package(1, _sim_tag, _sim_deserialize)
+    torch.save = _wrap_save(torch.save)
+    torch.load = _wrap_load(torch.load)
+
+    # The optimizers take their multi-tensor (foreach) path on CUDA: take it
+    # here too (one dispatch per step instead of one per parameter).
+    from torch.optim import optimizer as _optimizer
+
+    _optimizer._foreach_supported_types.append(SimTensor)
+
+    # Module.to keeps each Parameter object (the optimizer may hold it already),
+    # as it does on real CUDA; a wrapper cannot take `.data =`, so swap instead.
+    torch.__future__.set_swap_module_params_on_conversion(True)
+    _seed_device(torch.initial_seed())
+    _installed = True
+
+
+def seed(seed: int) -> None:
+    _seed_device(seed)
+
+
+def rng_draws() -> int:
+    return device_rng_draws
+
+
+__all__ = ["install", "SimTensor", "BACKEND", "rng_draws", "seed"]

@@ -1,0 +1,132 @@
+"""Plan the runs of one verification, run them, compare them, and reach a verdict."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+from . import compare as cmp
+from .runner import RunSpec, run
+
+DEVICES = ("auto", "cuda", "cpu", "sim")
+OK = ("ok", "max_steps")
+
+
+class VerifyError(Exception):
+    """A usage problem: no verdict can be reached (exit 2)."""
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def plan(script: str, args: list, against: str | None, device: str, has_cuda: bool) -> list:
+    if device == "cuda" and not has_cuda:
+        raise VerifyError("--device cuda: no CUDA GPU here; use --device sim to simulate one")
+    if device == "auto":
+        modes = ["cuda" if has_cuda else "sim", "cpu"]
+    else:
+        modes = [device]
+    specs = []
+    if against:
+        specs.append(RunSpec("original (cpu)", "original", against, "cpu", list(args)))
+    for m in modes:
+        specs.append(RunSpec(f"migrated ({m})", "migrated", script, m, list(args)))
+    return specs
+
+
+def _reason(spec: RunSpec, cause: str, rule=None, rule_name=None, where=None) -> dict:
+    return {"run": spec.label, "cause": cause, "rule": rule, "rule_name": rule_name, "where": where}
+
+
+def _run_failure(spec: RunSpec, res: dict) -> dict:
+    diag = res.get("diagnosis")
+    if diag:
+        return _reason(spec, diag["cause"], diag.get("rule"), diag.get("rule_name"), diag.get("where"))
+    exc = res.get("exception") or {}
+    if res["status"] == "exit":
+        return _reason(spec, f"the script exited with code {res.get('exit_code')}")
+    where = {"file": exc.get("file"), "line": exc.get("line")} if exc.get("file") else None
+    at = f" at {exc['file']}:{exc['line']}" if where else ""
+    return _reason(spec, f"the script raised {exc.get('type')}: {exc.get('message')}{at}", where=where)
+
+
+def judge(specs: list, results: list, rtol=None) -> dict:
+    reasons, comparisons, errors = [], [], []
+    by_label = dict(zip((s.label for s in specs), results))
+
+    for spec, res in zip(specs, results):
+        if res["status"] not in OK:
+            failure = _run_failure(spec, res)
+            (errors if spec.role == "original" else reasons).append(failure)
+        elif spec.mode in ("cuda", "sim") and res["device_forward_calls"] == 0:
+            reasons.append(_reason(
+                spec, f"no module ran on the device in the {spec.mode} run: the model (and its inputs) were "
+                      f"never moved to the GPU", "CG101", "model-not-moved"))
+        for e in res.get("events", []):
+            if e["kind"] == "cpu-input-to-device-module" and res["status"] in OK:
+                w = e.get("where") or {}
+                at = f" at {w['file']}:{w['line']}" if w.get("file") else ""
+                reasons.append(_reason(spec, f"a CPU tensor reached {e['module']}, which is on the device{at}",
+                                       "CG102", "tensor-not-moved", e.get("where")))
+
+    ref_spec = next((s for s in specs if s.role == "original"), None)
+    if ref_spec is None:
+        ref_spec = next((s for s in specs if s.mode == "cpu"), None)
+    ref = by_label.get(ref_spec.label) if ref_spec else None
+    if ref is not None and ref["status"] in OK:
+        for spec, res in zip(specs, results):
+            if spec is ref_spec or res["status"] not in OK:
+                continue
+            c = cmp.compare(ref, res, rtol)
+            c.update({"run": spec.label, "reference": ref_spec.label})
+            comparisons.append(c)
+            if not ref["losses"]:
+                c["note"] = "no loss was recorded (no .backward() call): nothing to compare"
+                continue
+            if len(ref["losses"]) != len(res["losses"]) or ref["steps"] != res["steps"]:
+                reasons.append(_reason(
+                    spec, f"it recorded {len(res['losses'])} losses in {res['steps']} steps, "
+                          f"{ref_spec.label} {len(ref['losses'])} in {ref['steps']}"))
+            if not c["ok"]:
+                d = c["first_divergence"]
+                if c["method"] == "step":
+                    cause = (f"the losses part from {ref_spec.label} at step {d['step']}: {d['value']:.6g} against "
+                             f"{d['reference']:.6g} (relative difference {d['rel_diff']:.2g} > {c['rtol']:g})")
+                else:
+                    cause = (f"the loss trend differs from {ref_spec.label}: it ends near {d['value']:.6g} "
+                             f"against {d['reference']:.6g}")
+                reasons.append(_reason(spec, cause))
+
+    verdict = "error" if errors else ("fail" if reasons else "pass")
+    return {"verdict": verdict, "reasons": errors + reasons, "comparisons": comparisons}
+
+
+def verify(script: str, args=(), *, against=None, device="auto", max_steps=None, seed=0, timeout=600.0,
+           jobs=None, rtol=None, cwd=None, keep=False, show_output=False) -> dict:
+    """Run `script` (and `against`) as planned; return the whole report as data."""
+    for path in filter(None, (script, against)):
+        if not os.path.isfile(path):
+            raise VerifyError(f"no such file: {path}")
+    if device not in DEVICES:
+        raise VerifyError(f"unknown device {device!r}")
+    has_cuda = cuda_available() if device in ("auto", "cuda") else False
+    specs = plan(script, list(args), against, device, has_cuda)
+    if jobs is None:
+        jobs = max(1, min(len(specs), (os.cpu_count() or 1) // 2))
+
+    threads = max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 else None
+
+    def one(spec):
+        return run(spec, max_steps=max_steps, seed=seed, timeout=timeout, cwd=cwd, keep=keep,
+                   show_output=show_output, threads=threads)
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        results = list(pool.map(one, specs))
+    out = judge(specs, results, rtol)
+    out["runs"] = [dict(r, label=s.label, role=s.role, script=s.script) for s, r in zip(specs, results)]
+    out["settings"] = {"script": script, "against": against, "args": list(args), "device": device,
+                       "max_steps": max_steps, "seed": seed, "timeout": timeout, "jobs": jobs}
+    return out

@@ -1,0 +1,41 @@
+"""The loss comparison (pure Python: no torch, no child process)."""
+
+import math
+
+import pytest
+
+from cpu2gpu.runtime.compare import compare, step_by_step, trend
+
+pytestmark = pytest.mark.runtime
+
+
+def test_step_by_step_reports_the_first_step_where_they_part():
+    ref = [2.0, 1.5, 1.0, 0.5]
+    other = [2.0, 1.5 * (1 + 1e-7), 1.1, 0.4]
+    res = step_by_step(ref, other, rtol=1e-5)
+    assert not res["ok"] and res["first_divergence"]["step"] == 3
+    assert math.isclose(res["max_rel_diff"], 0.2)
+    assert step_by_step(ref, list(ref), rtol=0)["ok"]
+
+
+def test_nan_in_one_run_only_is_a_difference():
+    assert not step_by_step([1.0, 0.5], [1.0, float("nan")], rtol=1e-5)["ok"]
+    assert step_by_step([1.0, float("nan")], [1.0, float("nan")], rtol=1e-5)["ok"]
+
+
+def test_trend_accepts_other_random_numbers_but_not_a_run_that_does_not_learn():
+    ref = [1.0 * 0.9**i for i in range(40)]
+    noisy = [1.3 * 0.9**i * (1 + 0.05 * (-1) ** i) for i in range(40)]  # other start, same learning
+    flat = [1.0] * 40
+    assert trend(ref, noisy)["ok"]
+    assert not trend(ref, flat)["ok"]
+    assert not trend(ref, list(reversed(ref)))["ok"]
+
+
+def test_device_rng_runs_are_compared_by_trend():
+    ref = {"losses": [1.0, 0.5, 0.25], "device_rng": False, "mode": "cpu"}
+    dev = {"losses": [1.1, 0.6, 0.27], "device_rng": True, "mode": "sim"}
+    res = compare(ref, dev)
+    assert res["method"] == "trend" and res["ok"] and "device RNG" in res["note"]
+    res = compare(ref, dict(dev, device_rng=False))
+    assert res["method"] == "step" and not res["ok"] and res["first_divergence"]["step"] == 1
