@@ -9,7 +9,7 @@ wrong.
 
 from __future__ import annotations
 
-from typing import Iterable, Optional, Union
+from typing import Iterable, Optional, Sequence, Union
 
 import libcst as cst
 
@@ -86,6 +86,23 @@ def _tensors_of(value: Optional[Value]) -> list[Value]:
     if value.kind is Kind.TUPLE:
         return [e for e in value.elements if _is_tensorish(e)]
     return [value] if _is_tensorish(value) else []
+
+
+def _plain_args(node: cst.Call) -> Optional[list[cst.CSTNode]]:
+    """The argument expressions of a call, or None when one is unpacked (*args)."""
+    if any(arg.star for arg in node.args):
+        return None
+    return [arg.value for arg in node.args]
+
+
+def _target_names(target: cst.BaseExpression) -> list[str]:
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [name for element in target.elements for name in _target_names(element.value)]
+    if isinstance(target, cst.StarredElement):
+        return _target_names(target.value)
+    return []
 
 
 def _string_value(node: cst.CSTNode) -> Optional[str]:
@@ -666,10 +683,19 @@ class Analyzer:
             return None
         return Value(Kind.TENSOR, node, sources=found, time=self.time)
 
-    def op(self, node: cst.CSTNode, values: Iterable[Optional[Value]]) -> None:
+    def op(self, node: cst.CSTNode, values: Iterable[Optional[Value]],
+           operands: Optional[Sequence[cst.CSTNode]] = None, scope: Optional[Scope] = None) -> None:
+        """Tensors meet in ``node``. ``operands`` are their expressions, where each is one tensor."""
+        values = list(values)
         tensors = tuple(t for v in values for t in _tensors_of(v))
-        if len(tensors) >= 2:
-            self.facts.uses.append(Use("op", node, self.time, tensors))
+        if len(tensors) < 2:
+            return
+        arg_nodes: tuple[cst.CSTNode, ...] = ()
+        if operands is not None and len(operands) == len(values) and all(_is_tensorish(v) or v is None for v in values):
+            pairs = [(v, n) for v, n in zip(values, operands) if v is not None]
+            tensors = tuple(v for v, _ in pairs)
+            arg_nodes = tuple(n for _, n in pairs)
+        self.facts.uses.append(Use("op", node, self.time, tensors, arg_nodes=arg_nodes, scope=scope))
 
     def expr(self, node: Optional[cst.BaseExpression], scope: Scope) -> Optional[Value]:
         if node is None:
@@ -684,12 +710,12 @@ class Analyzer:
         if isinstance(node, cst.BinaryOperation):
             left = self.expr(node.left, scope)
             right = self.expr(node.right, scope)
-            self.op(node, [left, right])
+            self.op(node, [left, right], [node.left, node.right], scope)
             return self.derived(node, [left, right])
         if isinstance(node, cst.Comparison):
             values = [self.expr(node.left, scope)]
             values += [self.expr(c.comparator, scope) for c in node.comparisons]
-            self.op(node, values)
+            self.op(node, values, [node.left, *[c.comparator for c in node.comparisons]], scope)
             return self.derived(node, values)
         if isinstance(node, cst.UnaryOperation):
             return self.derived(node, [self.expr(node.expression, scope)])
@@ -715,7 +741,9 @@ class Analyzer:
         if isinstance(node, (cst.Tuple, cst.List)):
             values = [self.expr(e.value, scope) for e in node.elements]
             return self.derived(node, [v for v in values if _is_tensorish(v)])
-        if isinstance(node, (cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp, cst.Lambda)):
+        if isinstance(node, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
+            return self.comprehension(node, scope)
+        if isinstance(node, (cst.DictComp, cst.Lambda)):
             self.generic(node, Scope(scope))
             return None
         if isinstance(node, (cst.Await, cst.Yield, cst.StarredElement)):
@@ -727,6 +755,21 @@ class Analyzer:
             return None
         self.generic(node, scope)
         return None
+
+    def comprehension(self, node: cst.BaseExpression, scope: Scope) -> Optional[Value]:
+        """``[h.detach() for h in hidden]``: the elements of tensors are tensors, so is the result."""
+        inner = Scope(scope)
+        clause: Optional[cst.CompFor] = node.for_in
+        while clause is not None:
+            iterable = self.expr(clause.iter, inner)
+            element = self.derived(clause.iter, _tensors_of(iterable))
+            for name in _target_names(clause.target):
+                inner.names[name] = element
+            for condition in clause.ifs:
+                self.expr(condition.test, inner)
+            clause = clause.inner_for_in
+        value = self.expr(node.elt, inner)
+        return self.derived(node, [value]) if _is_tensorish(value) else None
 
     def attribute(self, node: cst.Attribute, scope: Scope) -> Optional[Value]:
         key = dotted(node)
@@ -835,6 +878,8 @@ class Analyzer:
                 if func.value == "print":
                     for value in values:
                         self.note_sync(node, value)
+                if func.value in ("tuple", "list", "reversed", "sorted") and len(values) == 1:
+                    return self.derived(node, _tensors_of(first))  # the same tensors in a new container
                 return None
             return self.qualified_call(node, qual, scope)
         callee = self.expr(func, scope)
@@ -867,7 +912,7 @@ class Analyzer:
     def module_call(self, node: cst.Call, module: Value, scope: Scope) -> Optional[Value]:
         values = self.args(node, scope)
         if not module.stateful:
-            self.op(node, values)
+            self.op(node, values, _plain_args(node), scope)
             return self.derived(node, [v for v in values if _is_tensorish(v)])
         module.used = True
         pairs = [(t, a.value) for v, a in zip(values, node.args) for t in _tensors_of(v)]
@@ -906,6 +951,7 @@ class Analyzer:
                 for root in self.facts.roots(value) if value is not None else ():
                     if root.explicit is None:
                         root.explicit = Place.CPU
+                        root.dataset_pinned = True
             return None
         if qual in api.DATALOADERS:
             self.args(node, scope)
@@ -943,7 +989,7 @@ class Analyzer:
                             weighted_loss=weighted, class_value=local)
         if api.is_tensor_function(qual):
             values = self.args(node, scope)
-            self.op(node, values)
+            self.op(node, values, _plain_args(node), scope)
             return self.derived(node, [v for v in values if _is_tensorish(v)])
         self.args(node, scope)
         return None

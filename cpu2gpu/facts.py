@@ -65,6 +65,7 @@ class Value:
     # A root is made here, with no device given: the rewrite can place it.
     origin: Optional[Origin] = None
     explicit: Optional[Place] = None
+    dataset_pinned: bool = False  # given to a TensorDataset: stays on the CPU, moved where it meets the device
     sources: tuple["Value", ...] = ()
     # For a module's output: the module, and when it was called.
     output_of: Optional[tuple["Value", int]] = None
@@ -124,6 +125,7 @@ class Use:
     values: tuple[Value, ...] = ()
     arg_nodes: tuple[cst.CSTNode, ...] = ()
     module: Optional[Value] = None
+    scope: Optional[object] = None  # ops: the scope they happen in, to find the device there
 
 
 @dataclass

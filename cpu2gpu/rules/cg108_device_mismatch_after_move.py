@@ -39,6 +39,16 @@ class DeviceMismatchAfterMove(Rule):
     ]
     INVALID = [
         Invalid(
+            "import torch\nfrom torch.utils.data import DataLoader, TensorDataset\n"
+            "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "x = torch.randn(8, 2)\ny = torch.randint(0, 2, (8,))\nds = TensorDataset(x, y)\n"
+            "model = torch.nn.Linear(2, 2).to(device)\nacc = (model(x.to(device)).argmax(1) == y).float().mean()\n",
+            "import torch\nfrom torch.utils.data import DataLoader, TensorDataset\n"
+            "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "x = torch.randn(8, 2)\ny = torch.randint(0, 2, (8,))\nds = TensorDataset(x, y)\n"
+            "model = torch.nn.Linear(2, 2).to(device)\nacc = (model(x.to(device)).argmax(1) == y.to(device)).float().mean()\n",
+        ),
+        Invalid(
             "import torch\nmodel = torch.nn.Linear(1, 1).to(device)\nx = torch.ones(1, device=device)\n"
             "model(x)\nmodel.to(torch.device('cpu'))\nprint(model(x))\n",
             "import torch\nmodel = torch.nn.Linear(1, 1).to(device)\nx = torch.ones(1, device=device)\n"
@@ -47,6 +57,31 @@ class DeviceMismatchAfterMove(Rule):
     ]
 
     def check(self, ctx: RuleContext) -> Iterator[Hit]:
+        yield from self._calls(ctx)
+        yield from self._ops(ctx)
+
+    def _ops(self, ctx: RuleContext) -> Iterator[Hit]:
+        """A data set's tensor (kept on the CPU for the loader) meets a device tensor in an op."""
+        facts = ctx.facts
+        seen: set[int] = set()
+        for use in facts.uses:
+            if use.kind != "op" or not use.arg_nodes:
+                continue
+            places = [facts.place(v) for v in use.values]
+            if Place.DEVICE not in places:
+                continue
+            for value, place, arg_node in zip(use.values, places, use.arg_nodes):
+                if place is not Place.CPU or id(arg_node) in seen or not _pinned_by_dataset(facts, value):
+                    continue
+                seen.add(id(arg_node))
+                device, needs_setup = ctx.device_for(use.scope, use.time)
+                target = cst.parse_expression(device)
+                arg = cst.Module([]).code_for_node(arg_node)
+                message = f"`{arg}` is a data set's tensor on the CPU but meets a tensor on the device"
+                fix = Fix([Replace(arg_node, lambda n, t=target: method_call(n, "to", t))], needs_device_setup=needs_setup)
+                yield self.hit(arg_node, fix, message)
+
+    def _calls(self, ctx: RuleContext) -> Iterator[Hit]:
         facts = ctx.facts
         for use in facts.uses:
             if use.kind != "call":
@@ -77,6 +112,15 @@ class DeviceMismatchAfterMove(Rule):
                     arg=arg, arg_place=_word(place), module=use.module.name or "module", module_place=_word(move_place)
                 )
                 yield self.hit(arg_node, Fix([Replace(arg_node, build)]), message)
+
+
+def _pinned_by_dataset(facts, value) -> bool:
+    """Whether every tensor this value comes from was given to a TensorDataset."""
+    if value.is_root:
+        return value.dataset_pinned
+    if value.explicit is not None or value.output_of is not None or not value.sources:
+        return False
+    return all(_pinned_by_dataset(facts, source) for source in value.sources)
 
 
 def _word(place: Place) -> str:
