@@ -308,29 +308,14 @@ class Analyzer:
         scope.names = merged
 
     def for_statement(self, stmt: cst.For, scope: Scope) -> None:
-        iterable = stmt.iter
-        target = stmt.target
-        # for i, (x, y) in enumerate(loader): the batch is the second element.
-        if (
-            isinstance(iterable, cst.Call)
-            and isinstance(iterable.func, cst.Name)
-            and iterable.func.value == "enumerate"
-            and iterable.args
-            and isinstance(target, (cst.Tuple, cst.List))
-            and len(target.elements) == 2
-        ):
-            source = self.expr(iterable.args[0].value, scope)
-            for arg in iterable.args[1:]:
-                self.expr(arg.value, scope)
-            self.bind(target.elements[0].value, None, stmt, None, scope)
-            target = target.elements[1].value
-        else:
-            source = self.expr(iterable, scope)
-        is_training_loop = source is not None and source.kind is Kind.LOADER
-        if is_training_loop:
-            self.bind_loop_variables(target, stmt, scope, source)
-        else:
-            self.bind(target, None, stmt, None, scope)
+        pairs = self.loop_targets(stmt.target, stmt.iter, scope)
+        is_training_loop = False
+        for target, source in pairs:
+            if source is not None and source.kind is Kind.LOADER:
+                is_training_loop = True
+                self.bind_loop_variables(target, stmt, scope, source)
+            else:
+                self.bind(target, None, stmt, None, scope)
         saved = (self.current_loop, self.step_depth)
         self.current_loop = stmt
         # Inside a loop over a loader, code outside any `if` runs on every step.
@@ -341,6 +326,29 @@ class Analyzer:
             self.current_loop, self.step_depth = saved
         if stmt.orelse is not None:
             self.block(self.body_of(stmt.orelse.body), scope)
+
+    def loop_targets(self, target: cst.BaseExpression, iterable: cst.BaseExpression,
+                     scope: Scope) -> list[tuple[cst.BaseExpression, Optional[Value]]]:
+        """Pair the loop's targets with what they iterate: ``enumerate`` and ``zip`` unwrapped."""
+        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.args \
+                and not scope.has(iterable.func.value) and not any(a.star for a in iterable.args):
+            elements = [e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else None
+            if iterable.func.value == "enumerate" and elements is not None and len(elements) == 2:
+                # for i, (x, y) in enumerate(loader): the batch is the second element.
+                for arg in iterable.args[1:]:
+                    self.expr(arg.value, scope)
+                return [(elements[0], None), *self.loop_targets(elements[1], iterable.args[0].value, scope)]
+            positional = [a for a in iterable.args if a.keyword is None]
+            if iterable.func.value == "zip" and elements is not None and len(elements) == len(positional):
+                # for (x, y), (u, v) in zip(train_loader, extra_loader): one batch per loader.
+                for arg in iterable.args:
+                    if arg.keyword is not None:
+                        self.expr(arg.value, scope)
+                pairs: list[tuple[cst.BaseExpression, Optional[Value]]] = []
+                for element, arg in zip(elements, positional):
+                    pairs.extend(self.loop_targets(element, arg.value, scope))
+                return pairs
+        return [(target, self.expr(iterable, scope))]
 
     def bind_loop_variables(self, target: cst.BaseExpression, loop: cst.For, scope: Scope, loader: Value) -> None:
         names: list[cst.Name] = []

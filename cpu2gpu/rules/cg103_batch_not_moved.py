@@ -45,6 +45,15 @@ class BatchNotMoved(Rule):
     ]
     INVALID = [
         Invalid(
+            "import torch\nfrom torch.utils.data import DataLoader\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "model = torch.nn.Linear(2, 1).to(device)\na = DataLoader(ds, pin_memory=True)\nb = DataLoader(extra, pin_memory=True)\n"
+            "for (x, y), u in zip(a, b):\n    loss = (model(x) - y).mean() + model(u).mean()\n",
+            "import torch\nfrom torch.utils.data import DataLoader\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "model = torch.nn.Linear(2, 1).to(device)\na = DataLoader(ds, pin_memory=True)\nb = DataLoader(extra, pin_memory=True)\n"
+            "for (x, y), u in zip(a, b):\n    x, y, u = x.to(device), y.to(device), u.to(device)\n"
+            "    loss = (model(x) - y).mean() + model(u).mean()\n",
+        ),
+        Invalid(
             "import torch\nfrom torch.utils.data import DataLoader as DL\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
             "model = torch.nn.Linear(2, 1).to(device)\nloader = DL(ds, pin_memory=True)\n"
             "for i, (x, y) in enumerate(loader):\n    # forward\n    loss = (model(x) - y).pow(2).mean()\n",
