@@ -175,6 +175,8 @@ class Analyzer:
         self.step_depth: Optional[int] = None
         # Inside a module's method: (the method, its input tensor parameter).
         self.method_context: Optional[tuple[cst.FunctionDef, Optional[str]]] = None
+        # Inside a plain function given a tensor: (the function, the parameter, its value).
+        self.function_input: Optional[tuple[cst.FunctionDef, str, Value]] = None
         self.current_stmt: Optional[cst.CSTNode] = None
         self.top_stmt: Optional[cst.CSTNode] = None  # the module-level statement being walked
         self.current_scope: Scope = self.global_scope
@@ -193,6 +195,7 @@ class Analyzer:
             if not function.walked:
                 self.function(function, owner, [], {}, deferred=owner is None)
         self.facts.torch_alias = self.imports.torch_alias
+        self.facts.imports = self.imports
         self.facts.device_names = list(self.global_scope.device_names)
         self.facts.global_scope = self.global_scope
         # Names a new module-level variable would clash with (locals elsewhere may shadow it safely).
@@ -390,6 +393,7 @@ class Analyzer:
                 holds_state = True
         if is_module:
             self.module_classes.add(name)
+            self.facts.module_class_defs[name] = stmt
         class_value = Value(Kind.CLASS, stmt, name=name, definition=stmt, def_scope=scope,
                             holds_state=holds_state, stateful_bases=tuple(local_bases))
         if is_module:
@@ -449,9 +453,15 @@ class Analyzer:
                 if scope.names.get(first) is None:
                     scope.names[first] = Value(Kind.TENSOR, positional[1], name=first, explicit=Place.DEVICE)
                 context = (node, first)
+        function_input = None
+        if context is None:
+            # A plain function handed tensors (a custom loss, a mask helper): what it makes
+            # follows its input's device, so it stays right wherever it is called from.
+            function_input = next(((n, v) for n, v in scope.names.items() if n in scope.params and _is_tensorish(v)), None)
         saved = (self.current_stmt, self.current_loop, self.guard_depth, self.method_context, self.current_scope,
-                 self.walking_deferred, self.step_depth)
+                 self.walking_deferred, self.step_depth, self.function_input)
         self.current_loop, self.guard_depth, self.method_context = None, 0, context
+        self.function_input = (node, *function_input) if function_input is not None else None
         self.walking_deferred, self.step_depth = deferred, None
         self.returns.append([])
         try:
@@ -459,7 +469,7 @@ class Analyzer:
         finally:
             returned = self.returns.pop()
             (self.current_stmt, self.current_loop, self.guard_depth, self.method_context, self.current_scope,
-             self.walking_deferred, self.step_depth) = saved
+             self.walking_deferred, self.step_depth, self.function_input) = saved
         known = [r for r in returned if r is not None]
         function.returns = known[0] if known else None
         return function.returns
@@ -683,6 +693,9 @@ class Analyzer:
                 if method.name.value != "__init__":
                     value.context = "module-method"
                 value.method, value.method_input = method, method_input
+            elif self.function_input is not None and kind is Kind.TENSOR:
+                value.method, value.method_input, value.input_value = self.function_input
+                value.context = "function"
         return value
 
     def derived(self, node: cst.CSTNode, sources: Iterable[Optional[Value]]) -> Optional[Value]:

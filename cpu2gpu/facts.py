@@ -97,6 +97,7 @@ class Value:
     context: Optional[str] = None
     method: Optional[cst.FunctionDef] = None
     method_input: Optional[str] = None  # the method's input tensor parameter, for device=x.device
+    input_value: Optional["Value"] = None  # in a plain function: the value that parameter holds
     is_parameter: bool = False  # nn.Parameter(...)
     weighted_loss: bool = False  # a loss built with tensor arguments (weight=...)
     loader: Optional["Value"] = None  # BATCH: the DataLoader it comes from
@@ -159,6 +160,8 @@ class Facts:
     names_in_use: set[str] = field(default_factory=set)
     last_import_stmt: Optional[cst.CSTNode] = None
     bound: set[int] = field(default_factory=set)  # ids of roots bound for the device
+    imports: Optional[object] = None  # the ImportTable: rules that read code resolve names with it
+    module_class_defs: dict[str, cst.ClassDef] = field(default_factory=dict)  # nn.Module subclasses
 
     # -- placement after the migration ------------------------------------------------
 

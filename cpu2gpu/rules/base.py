@@ -7,7 +7,7 @@ from typing import ClassVar, Iterator, Optional
 
 import libcst as cst
 
-from ..facts import Facts
+from ..facts import Facts, Place
 from ..fixes import DeviceSetup, Fix
 
 
@@ -60,6 +60,18 @@ class RuleContext:
             self.setup.hoist = stmt
             return name, True
         return self.setup.name, True
+
+
+def follows_input(facts: Facts, value) -> bool:
+    """A tensor made in a plain function whose input tensor is on the device: it takes that device."""
+    return value.context == "function" and value.input_value is not None \
+        and facts.place(value.input_value) is Place.DEVICE
+
+
+def draws_with_generator(node: cst.CSTNode) -> bool:
+    """``torch.randn(..., generator=g)``: a CPU generator cannot draw on the device (CG113), so
+    such a draw is moved after it is made rather than given ``device=``."""
+    return isinstance(node, cst.Call) and any(a.keyword is not None and a.keyword.value == "generator" for a in node.args)
 
 
 class Rule:

@@ -8,7 +8,7 @@ import libcst as cst
 
 from ..facts import Kind, Origin
 from ..fixes import Fix, Replace, add_keyword, chain_to
-from .base import Hit, Invalid, Rule, RuleContext
+from .base import Hit, Invalid, Rule, RuleContext, draws_with_generator, follows_input
 
 
 class TensorNotMoved(Rule):
@@ -66,10 +66,10 @@ class TensorNotMoved(Rule):
         for value in facts.values:
             if value.kind is not Kind.TENSOR or not facts.is_bound(value) or value.explicit is not None:
                 continue
-            if value.context is not None:
-                continue  # made inside a module: CG104 / CG105
+            if value.context is not None and (value.context != "function" or follows_input(facts, value)):
+                continue  # made inside a module or a function given device tensors: CG104 / CG105
             device, needs_setup = ctx.device_for(value.scope, value.time)
-            if value.origin is Origin.FACTORY:
+            if value.origin is Origin.FACTORY and not draws_with_generator(value.node):
                 edit = Replace(value.node, lambda node, d=device: add_keyword(node, "device", cst.parse_expression(d)))
             else:
                 anchor = value.fix_node or value.node

@@ -8,16 +8,18 @@ import libcst as cst
 
 from ..facts import Kind, Origin
 from ..fixes import Fix, Replace, add_keyword, method_call
-from .base import Hit, Invalid, Rule, RuleContext
+from .base import Hit, Invalid, Rule, RuleContext, draws_with_generator, follows_input
 
 
 class FactoryInForward(Rule):
-    """A tensor made inside a module's method without a device.
+    """A tensor made inside a module's method, or a function given device tensors, without a device.
 
     What it finds: ``torch.zeros(...)``, ``torch.arange(...)``, ``torch.from_numpy(...)``
     and the like in ``forward()``, ``init_hidden()`` or another method of an
     ``nn.Module`` that runs on every step, whose result meets the module's inputs or
-    its layers.
+    its layers; and in a plain function that receives device tensors (a custom loss,
+    a mask helper), whose result meets them. The fix takes the device of the input,
+    so the function stays right wherever it is called from.
 
     Why it breaks on the GPU: ``model.to(device)`` moves parameters and buffers, not
     the tensors a method makes on each call; they are born on the CPU. An RNN fails
@@ -32,7 +34,7 @@ class FactoryInForward(Rule):
 
     code = "CG104"
     name = "factory-in-forward"
-    message = "`{code}` in `{method}()` is made on the CPU; give it the device of the module's input"
+    message = "`{code}` in `{method}()` is made on the CPU; give it the device of {source}"
     VALID = [
         "import torch\nfrom torch import nn\nclass M(nn.Module):\n    def forward(self, x):\n"
         "        return x + torch.zeros(x.shape, device=x.device)\n",
@@ -40,6 +42,14 @@ class FactoryInForward(Rule):
         "        steps = torch.arange(5)\n        return x, steps.tolist()\n",
     ]
     INVALID = [
+        Invalid(
+            "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "def length_mask(lengths):\n    return torch.arange(int(lengths.max()))[None, :] < lengths[:, None]\n"
+            "mask = length_mask(torch.tensor([3, 1], device=device))\n",
+            "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "def length_mask(lengths):\n    return torch.arange(int(lengths.max()), device=lengths.device)[None, :] < lengths[:, None]\n"
+            "mask = length_mask(torch.tensor([3, 1], device=device))\n",
+        ),
         Invalid(
             "import torch\nfrom torch import nn\nclass RNN(nn.Module):\n    def __init__(self):\n"
             "        super().__init__()\n        self.rnn = nn.GRU(4, 8, batch_first=True)\n"
@@ -66,12 +76,14 @@ class FactoryInForward(Rule):
     def check(self, ctx: RuleContext) -> Iterator[Hit]:
         facts = ctx.facts
         for value in facts.values:
-            if value.kind is not Kind.TENSOR or value.context != "module-method" or value.explicit is not None:
+            if value.kind is not Kind.TENSOR or value.explicit is not None:
+                continue
+            if value.context != "module-method" and not follows_input(facts, value):
                 continue
             if not facts.is_bound(value) or value.method is None:
                 continue
             device = f"{value.method_input}.device" if value.method_input else "next(self.parameters()).device"
-            if value.origin is Origin.FACTORY:
+            if value.origin is Origin.FACTORY and not draws_with_generator(value.node):
                 edit = Replace(value.node, lambda n, d=device: add_keyword(n, "device", cst.parse_expression(d)))
             else:
                 anchor = value.fix_node or value.node
@@ -79,5 +91,6 @@ class FactoryInForward(Rule):
             code = cst.Module([]).code_for_node(value.node)
             if len(code) > 40:
                 code = code[:37] + "..."
-            message = self.message.format(code=code, method=value.method.name.value)
+            source = f"`{value.method_input}`" if value.method_input else "the module's parameters"
+            message = self.message.format(code=code, method=value.method.name.value, source=source)
             yield self.hit(value.node, Fix([edit]), message)
