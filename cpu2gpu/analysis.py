@@ -510,7 +510,8 @@ class Analyzer:
             right = self.expr(node.value, scope)
             self.op(node, [left, right])
         elif isinstance(node, cst.Expr):
-            self.expr(node.value, scope)
+            value = self.expr(node.value, scope)
+            self.discarded_move(node, value, stmt, scope)
         elif isinstance(node, cst.Return):
             if isinstance(node.value, cst.Tuple) and not any(isinstance(e, cst.StarredElement) for e in node.value.elements):
                 elements = tuple(self.expr(e.value, scope) for e in node.value.elements)
@@ -561,6 +562,23 @@ class Analyzer:
         for target in node.targets:
             if isinstance(target.target, cst.Name) and "device" in target.target.value.lower():
                 self.note_hardcoded(Hardcoded(node.value, "device-string", target.target.value))
+
+    def discarded_move(self, node: cst.Expr, value: Optional[Value], stmt: cst.CSTNode, scope: Scope) -> None:
+        """``x.to(device)`` as a statement: tensors are not moved in place (CG110).
+
+        The analysis reads it as what it meant, ``x = x.to(device)``, so that the
+        rest of the file is judged as it will be once fixed.
+        """
+        call = node.value
+        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+                and call.func.attr.value in api.MOVE_METHODS and isinstance(call.func.value, (cst.Name, cst.Attribute))
+                and dotted(call.func.value) is not None):
+            return
+        receiver = self.expr(call.func.value, scope)  # a name or self.x: a lookup, nothing is recorded
+        if not _is_tensorish(receiver) or value is None:
+            return
+        self.facts.discarded_moves.append(node)
+        self.bind(call.func.value, value, stmt, call, scope)
 
     def generic(self, node: cst.CSTNode, scope: Scope) -> None:
         """Walk the children of a node the analysis has no special reading for."""

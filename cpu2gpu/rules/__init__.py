@@ -11,6 +11,7 @@ from .cg105_plain_tensor_attribute import PlainTensorAttribute
 from .cg106_loss_weight_not_moved import LossWeightNotMoved
 from .cg107_numpy_on_device import NumpyOnDevice
 from .cg108_device_mismatch_after_move import DeviceMismatchAfterMove
+from .cg110_to_result_discarded import ToResultDiscarded
 from .cg201_hardcoded_cuda import HardcodedCuda
 from .cg202_load_without_map_location import LoadWithoutMapLocation
 from .cg203_optimizer_before_move import OptimizerBeforeMove
@@ -28,6 +29,7 @@ ALL_RULES: list[type[Rule]] = [
     LossWeightNotMoved,
     NumpyOnDevice,
     DeviceMismatchAfterMove,
+    ToResultDiscarded,
     HardcodedCuda,
     LoadWithoutMapLocation,
     OptimizerBeforeMove,
