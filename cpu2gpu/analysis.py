@@ -1147,6 +1147,13 @@ class Analyzer:
         place: Optional[Place]
         follows: Optional[Value] = None
         target: Optional[cst.BaseExpression] = None
+        if method in ("to", "cuda") and receiver is not None and receiver.is_parameter \
+                and func.value is receiver.node:
+            # nn.Parameter(t).to(device): CG112, whatever the device expression says.
+            self.args(node, scope)
+            in_module = self.method_context is not None
+            self.facts.parameter_moves.append((node, in_module))
+            return receiver if in_module else Value(Kind.TENSOR, node, explicit=Place.DEVICE, time=self.time)
         if method == "cpu":
             place = Place.CPU
             self.args(node, scope)

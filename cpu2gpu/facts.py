@@ -150,6 +150,7 @@ class Facts:
     hardcoded: list[Hardcoded] = field(default_factory=list)
     loads_without_map_location: list = field(default_factory=list)  # (call, scope, time)
     unguarded_cuda_calls: list = field(default_factory=list)  # (call, statement)
+    parameter_moves: list = field(default_factory=list)  # (nn.Parameter(t).to() call, in a module's method)
     discarded_moves: list = field(default_factory=list)  # cst.Expr statements: `x.to(device)` alone
     create_then_move: list = field(default_factory=list)  # (.to() call, factory call)
     loaders: list[Value] = field(default_factory=list)

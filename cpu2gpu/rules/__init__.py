@@ -12,6 +12,7 @@ from .cg106_loss_weight_not_moved import LossWeightNotMoved
 from .cg107_numpy_on_device import NumpyOnDevice
 from .cg108_device_mismatch_after_move import DeviceMismatchAfterMove
 from .cg110_to_result_discarded import ToResultDiscarded
+from .cg112_parameter_moved_at_creation import ParameterMovedAtCreation
 from .cg201_hardcoded_cuda import HardcodedCuda
 from .cg202_load_without_map_location import LoadWithoutMapLocation
 from .cg203_optimizer_before_move import OptimizerBeforeMove
@@ -30,6 +31,7 @@ ALL_RULES: list[type[Rule]] = [
     NumpyOnDevice,
     DeviceMismatchAfterMove,
     ToResultDiscarded,
+    ParameterMovedAtCreation,
     HardcodedCuda,
     LoadWithoutMapLocation,
     OptimizerBeforeMove,
