@@ -76,10 +76,10 @@ def module_built(facts: Facts, node: cst.CSTNode, stateful_only: bool = False) -
     return qual.rsplit(".", 1)[1]
 
 
-def nn_prefix(facts: Facts) -> str:
-    """How ``torch.nn`` is spelled in this file (``nn`` after ``from torch import nn``)."""
+def nn_prefix(facts: Facts) -> Optional[str]:
+    """How ``torch.nn`` is spelled in this file (``nn`` after ``from torch import nn``), if it can be."""
     if facts.imports is not None:
         for local, qual in facts.imports.names.items():
             if qual == "torch.nn":
                 return local
-    return f"{facts.torch_alias or 'torch'}.nn"
+    return f"{facts.torch_alias}.nn" if facts.torch_alias else None

@@ -11,6 +11,7 @@ from .cg105_plain_tensor_attribute import PlainTensorAttribute
 from .cg106_loss_weight_not_moved import LossWeightNotMoved
 from .cg107_numpy_on_device import NumpyOnDevice
 from .cg108_device_mismatch_after_move import DeviceMismatchAfterMove
+from .cg109_module_in_plain_container import ModuleInPlainContainer
 from .cg110_to_result_discarded import ToResultDiscarded
 from .cg112_parameter_moved_at_creation import ParameterMovedAtCreation
 from .cg201_hardcoded_cuda import HardcodedCuda
@@ -30,6 +31,7 @@ ALL_RULES: list[type[Rule]] = [
     LossWeightNotMoved,
     NumpyOnDevice,
     DeviceMismatchAfterMove,
+    ModuleInPlainContainer,
     ToResultDiscarded,
     ParameterMovedAtCreation,
     HardcodedCuda,
