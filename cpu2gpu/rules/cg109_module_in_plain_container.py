@@ -130,7 +130,7 @@ def _containers(facts: Facts, classdef: cst.ClassDef) -> list[_Container]:
                     elif attribute in found:
                         del found[attribute]  # rebound to something else
                 elif isinstance(target, cst.Name):
-                    if classdefs.module_built(facts, value) is not None:
+                    if classdefs.module_built(facts, value, stateful_only=True) is not None:
                         local_modules.add(target.value)
                     if _kind(value) == "list":
                         local_lists[target.value] = holds
@@ -178,7 +178,7 @@ def _kind(value: cst.BaseExpression) -> Optional[str]:
 def _is_module(facts: Facts, node: cst.BaseExpression, local_modules: set[str]) -> bool:
     if isinstance(node, cst.Name):
         return node.value in local_modules
-    return classdefs.module_built(facts, node) is not None
+    return classdefs.module_built(facts, node, stateful_only=True) is not None  # nn.ReLU() in a list is harmless
 
 
 def _holds_modules(facts: Facts, value: cst.BaseExpression, local_modules: set[str]) -> bool:
