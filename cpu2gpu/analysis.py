@@ -706,6 +706,9 @@ class Analyzer:
         value = Value(kind, node, time=self.time, scope=scope, **fields)
         if value.is_root:
             self.facts.values.append(value)
+            if self.method_context is not None and kind is Kind.MODULE \
+                    and self.method_context[0].name.value != "__init__":
+                value.context = "module-method"  # a layer built on every call: CG111
             if self.method_context is not None and kind is Kind.TENSOR:
                 method, method_input = self.method_context
                 if method.name.value != "__init__":

@@ -13,6 +13,7 @@ from .cg107_numpy_on_device import NumpyOnDevice
 from .cg108_device_mismatch_after_move import DeviceMismatchAfterMove
 from .cg109_module_in_plain_container import ModuleInPlainContainer
 from .cg110_to_result_discarded import ToResultDiscarded
+from .cg111_module_created_in_forward import ModuleCreatedInForward
 from .cg112_parameter_moved_at_creation import ParameterMovedAtCreation
 from .cg201_hardcoded_cuda import HardcodedCuda
 from .cg202_load_without_map_location import LoadWithoutMapLocation
@@ -33,6 +34,7 @@ ALL_RULES: list[type[Rule]] = [
     DeviceMismatchAfterMove,
     ModuleInPlainContainer,
     ToResultDiscarded,
+    ModuleCreatedInForward,
     ParameterMovedAtCreation,
     HardcodedCuda,
     LoadWithoutMapLocation,
