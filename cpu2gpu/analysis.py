@@ -884,6 +884,16 @@ class Analyzer:
         return None, None
 
     def call(self, node: cst.Call, scope: Scope) -> Optional[Value]:
+        result = self.plain_call(node, scope)
+        generator = _call_kwarg(node, "generator")
+        if generator is not None and _is_tensorish(result) and isinstance(generator.value, (cst.Name, cst.Attribute)):
+            # A random draw with a generator (a DataLoader's or random_split's gives no tensor).
+            drawn_by = self.expr(generator.value, scope)  # a lookup: nothing is recorded twice
+            if drawn_by is not None and drawn_by.kind is Kind.GENERATOR and drawn_by.explicit is Place.CPU:
+                self.facts.generator_draws.append((node, result, drawn_by, scope, self.time))
+        return result
+
+    def plain_call(self, node: cst.Call, scope: Scope) -> Optional[Value]:
         self.tick()
         func = node.func
         if isinstance(func, cst.Attribute):
@@ -973,6 +983,13 @@ class Analyzer:
             return Value(Kind.DEVICE, node, explicit=Place.DEVICE, time=self.time)
         if qual in api.FACTORIES or qual in api.LIKE_FACTORIES:
             return self.factory(node, qual, scope)
+        if qual in ("torch.Generator", "torch._C.Generator"):
+            device = _call_kwarg(node, "device") or next((a for a in node.args if a.keyword is None), None)
+            place = self.device_arg_place(device.value, scope)[0] if device is not None else Place.CPU
+            for arg in node.args:
+                if arg is not device:
+                    self.expr(arg.value, scope)
+            return Value(Kind.GENERATOR, node, explicit=place or Place.DEVICE, time=self.time)
         if qual in api.CONVERSIONS:
             self.args(node, scope)
             return self.new(Kind.TENSOR, node, scope, origin=Origin.CONVERSION)

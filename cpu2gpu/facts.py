@@ -36,6 +36,7 @@ class Kind(enum.Enum):
     FUNCTION = "function"  # a function of the file: walked where it is first called
     CLASS = "class"  # a class of the file that is not a module
     INSTANCE = "instance"  # an object of such a class: its attributes are tracked
+    GENERATOR = "generator"  # torch.Generator(): where it can draw
     TUPLE = "tuple"  # what a function of the file returns as a tuple: unpacked by its callers
 
 
@@ -151,6 +152,7 @@ class Facts:
     loads_without_map_location: list = field(default_factory=list)  # (call, scope, time)
     unguarded_cuda_calls: list = field(default_factory=list)  # (call, statement)
     parameter_moves: list = field(default_factory=list)  # (nn.Parameter(t).to() call, in a module's method)
+    generator_draws: list = field(default_factory=list)  # (call, result, CPU generator, scope, time)
     discarded_moves: list = field(default_factory=list)  # cst.Expr statements: `x.to(device)` alone
     create_then_move: list = field(default_factory=list)  # (.to() call, factory call)
     loaders: list[Value] = field(default_factory=list)

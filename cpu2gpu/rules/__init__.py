@@ -15,6 +15,7 @@ from .cg109_module_in_plain_container import ModuleInPlainContainer
 from .cg110_to_result_discarded import ToResultDiscarded
 from .cg111_module_created_in_forward import ModuleCreatedInForward
 from .cg112_parameter_moved_at_creation import ParameterMovedAtCreation
+from .cg113_cpu_generator_for_device_draw import CpuGeneratorForDeviceDraw
 from .cg114_stale_alias_of_buffers import StaleAliasOfBuffers
 from .cg201_hardcoded_cuda import HardcodedCuda
 from .cg202_load_without_map_location import LoadWithoutMapLocation
@@ -37,6 +38,7 @@ ALL_RULES: list[type[Rule]] = [
     ToResultDiscarded,
     ModuleCreatedInForward,
     ParameterMovedAtCreation,
+    CpuGeneratorForDeviceDraw,
     StaleAliasOfBuffers,
     HardcodedCuda,
     LoadWithoutMapLocation,

@@ -7,7 +7,7 @@ from typing import Iterator
 import libcst as cst
 
 from ..fixes import Fix, Replace, add_keyword
-from .base import Hit, Invalid, Rule, RuleContext
+from .base import Hit, Invalid, Rule, RuleContext, draws_with_generator
 
 
 class CreateThenMove(Rule):
@@ -30,6 +30,7 @@ class CreateThenMove(Rule):
     name = "create-then-move"
     message = "`{code}` is made on the CPU and then copied; pass `device=` to the factory"
     VALID = [
+        "import torch\ng = torch.Generator()\nnoise = torch.randn(4, 100, generator=g).to(device)\n",
         "import torch\nnoise = torch.randn(4, device=device)\n",
         "import torch\nnoise = torch.randn(4).to(torch.float16)\n",
     ]
@@ -42,6 +43,8 @@ class CreateThenMove(Rule):
 
     def check(self, ctx: RuleContext) -> Iterator[Hit]:
         for move, factory in ctx.facts.create_then_move:
+            if draws_with_generator(factory):
+                continue  # a CPU generator draws on the CPU only (CG113): the move is needed
             target = move.args[0].value
 
             def build(node: cst.CSTNode, target=target) -> cst.CSTNode:
