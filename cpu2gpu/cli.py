@@ -11,10 +11,14 @@ from typing import Optional, Sequence
 import click
 
 from . import __version__
+from .cache import CACHE_DIR_NAME, Cache, cache_root, settings_fingerprint
+from .checking import check_targets
 from .config import ConfigError, Settings, load_settings
 from .engine import SourceError, check_module, fix_module, parse, select_rules
 from .files import Target, discover, mentions_torch, write_atomic
-from .output import FORMATS, render
+from .notebook import CellError, cell_diff, is_notebook, rewrite_notebook
+from .output import FORMATS, FileError, render
+from .parallel import default_jobs
 from .rules import ALL_RULES
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -57,8 +61,8 @@ def main() -> None:
 
 
 def _error(path: str, error: SourceError) -> None:
-    where = path if error.line is None else f"{path}:{error.line}:{error.column}"
-    click.echo(f"{where}: error: {error.message}", err=True)
+    cell = error.cell if isinstance(error, CellError) else None
+    click.echo(FileError(path, error.message, error.line, error.column, cell).text(), err=True)
 
 
 def _settings(paths: Sequence[str]) -> Settings:
@@ -106,26 +110,37 @@ def _rules(settings: Settings, select: Sequence[str], ignore: Sequence[str]):
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--output-format", type=click.Choice(FORMATS), default="text", show_default=True)
 @selection_options
-def check(paths: tuple[str, ...], output_format: str, select: tuple[str, ...], ignore: tuple[str, ...]) -> None:
+@click.option("--exclude", multiple=True, help="Patterns of files and folders to skip in folders (adds to exclude).")
+@click.option("--statistics", is_flag=True, help="Print how many findings each rule has instead of the findings.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (errors still exit 2).")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
+              help="Files checked in parallel  [default: the number of cores]")
+@click.option("--no-cache", is_flag=True, help=f"Neither read nor write {CACHE_DIR_NAME}/.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary line.")
+def check(paths: tuple[str, ...], output_format: str, select: tuple[str, ...], ignore: tuple[str, ...],
+          exclude: tuple[str, ...], statistics: bool, exit_zero: bool, jobs: Optional[int], no_cache: bool,
+          quiet: bool) -> None:
     """Report device-placement problems (reads the code, never runs it)."""
+    if statistics and output_format not in ("text", "json"):
+        raise click.UsageError("--statistics works with --output-format text or json")
     settings = _settings(paths)
     rules = _rules(settings, select, ignore)
-    findings = []
-    errors = 0
-    for target in discover(paths, settings.exclude):
-        data = _read(target)
-        if data is None:
-            errors += 1
-            continue
-        if not target.named and not mentions_torch(data):
-            continue
-        try:
-            findings.extend(check_module(parse(data), target.path, rules))
-        except SourceError as error:
-            _error(target.path, error)
-            errors += 1
-    click.echo(render(findings, output_format, errors))
-    sys.exit(EXIT_ERROR if errors else EXIT_FINDINGS if findings else EXIT_CLEAN)
+    cache = None
+    if not no_cache:
+        cache = Cache(cache_root(settings.source), settings_fingerprint(
+            [rule.code for rule in rules], settings.unsafe_fixes, settings.device_expression))
+    targets = list(discover(paths, [*settings.exclude, *_split(exclude)]))
+    results = check_targets(targets, rules, jobs or default_jobs(), cache, quiet)
+    findings = [finding for result in results for finding in result.findings]
+    errors = [result.error for result in results if result.error is not None]
+    for error in errors:
+        click.echo(error.text(), err=True)
+    report = render(findings, output_format, errors, statistics=statistics, quiet=quiet)
+    if report:
+        click.echo(report)
+    if errors:
+        sys.exit(EXIT_ERROR)
+    sys.exit(EXIT_FINDINGS if findings and not exit_zero else EXIT_CLEAN)
 
 
 @main.command()
@@ -134,16 +149,19 @@ def check(paths: tuple[str, ...], output_format: str, select: tuple[str, ...], i
 @click.option("--check", "check_only", is_flag=True, help="Write nothing; exit 1 if a file would change.")
 @click.option("--unsafe-fixes/--no-unsafe-fixes", default=None,
               help="Also apply the fixes that change behaviour (default: unsafe-fixes in [tool.cpu2gpu]).")
+@click.option("--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when a file was (or, without --in-place, would be) changed.")
+@click.option("--exclude", multiple=True, help="Patterns of files and folders to skip in folders (adds to exclude).")
 @selection_options
 def rewrite(paths: tuple[str, ...], in_place: bool, check_only: bool, unsafe_fixes: Optional[bool],
-            select: tuple[str, ...], ignore: tuple[str, ...]) -> None:
+            exit_non_zero_on_fix: bool, exclude: tuple[str, ...], select: tuple[str, ...],
+            ignore: tuple[str, ...]) -> None:
     """Apply the fixes: a unified diff by default, the files with --in-place."""
     settings = _settings(paths)
     rules = _rules(settings, select, ignore)
     if unsafe_fixes is None:
         unsafe_fixes = settings.unsafe_fixes
     errors = changed = 0
-    for target in discover(paths, settings.exclude):
+    for target in discover(paths, [*settings.exclude, *_split(exclude)]):
         data = _read(target)
         if data is None:
             errors += 1
@@ -151,8 +169,13 @@ def rewrite(paths: tuple[str, ...], in_place: bool, check_only: bool, unsafe_fix
         if not target.named and not mentions_torch(data):
             continue
         try:
-            module = parse(data)
-            new = fix_module(module, target.path, rules, unsafe_fixes, settings.device_expression).bytes
+            if is_notebook(target.path):
+                encoding, new = "utf-8", rewrite_notebook(data, target.path, rules, unsafe_fixes,
+                                                          settings.device_expression)
+            else:
+                module = parse(data)
+                encoding = module.encoding
+                new = fix_module(module, target.path, rules, unsafe_fixes, settings.device_expression).bytes
         except SourceError as error:
             _error(target.path, error)
             errors += 1
@@ -171,14 +194,16 @@ def rewrite(paths: tuple[str, ...], in_place: bool, check_only: bool, unsafe_fix
                 continue
             click.echo(f"Rewrote {target.path}", err=True)
         else:
-            encoding = module.encoding
-            old_text = data.decode(encoding, errors="replace").splitlines(keepends=True)
-            new_text = new.decode(encoding, errors="replace").splitlines(keepends=True)
             old_name, new_name = (target.path, target.path) if Path(target.path).is_absolute() else (
                 f"a/{target.path}", f"b/{target.path}")
+            if is_notebook(target.path):  # the cells' code, not the JSON around it
+                click.echo(cell_diff(data, new, target.path, old_name, new_name), nl=False)
+                continue
+            old_text = data.decode(encoding, errors="replace").splitlines(keepends=True)
+            new_text = new.decode(encoding, errors="replace").splitlines(keepends=True)
             diff = difflib.unified_diff(old_text, new_text, old_name, new_name)
             click.echo("".join(_terminated(diff)), nl=False)
-    if check_only and changed:
+    if (check_only or exit_non_zero_on_fix) and changed:
         sys.exit(EXIT_ERROR if errors else EXIT_FINDINGS)
     sys.exit(EXIT_ERROR if errors else EXIT_CLEAN)
 
@@ -189,7 +214,7 @@ def _terminated(lines):
 
 
 @main.command()
-@click.option("--output-format", type=click.Choice(FORMATS), default="text", show_default=True)
+@click.option("--output-format", type=click.Choice(("text", "json")), default="text", show_default=True)
 def rules(output_format: str) -> None:
     """List the rule catalog."""
     if output_format == "json":

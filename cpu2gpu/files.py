@@ -1,4 +1,4 @@
-"""Finding the files to process, and writing them back without ever half-writing one."""
+"""Finding the files to process (writing them back is in ``writing.py``)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, Optional, Sequence
+
+from .ignore import IgnoreRules
 
 SKIPPED_DIRS = frozenset({
-    "__pycache__", ".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", "env", ".env",
-    "node_modules", "build", "dist", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".cpu2gpu_cache",
-    "site-packages", ".eggs",
+    "__pycache__", "venv", "env", "node_modules", "build", "dist", "site-packages",
 })
-SOURCE_SUFFIXES = (".py",)
+SOURCE_SUFFIXES = (".py", ".ipynb")
 
 
 @dataclass(frozen=True)
@@ -26,30 +26,45 @@ def _is_virtualenv(path: Path) -> bool:
     return (path / "pyvenv.cfg").exists()
 
 
-def discover(paths: Sequence[str], exclude: Sequence[str] = ()) -> Iterator[Target]:
-    """Files named on the command line, then the Python files of the folders, sorted."""
+def discover(paths: Sequence[str], exclude: Sequence[str] = (), respect_gitignore: bool = True) -> Iterator[Target]:
+    """Files named on the command line, then the Python files and notebooks of the folders, sorted.
+
+    In folders, hidden folders, virtual environments, build output, what ``.gitignore``
+    ignores and what matches ``exclude`` are skipped; a file named on the command line
+    is always taken.
+    """
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            yield from _walk(path, exclude)
+            yield from _walk(path, exclude, IgnoreRules.for_folder(path) if respect_gitignore else None)
         else:
             yield Target(raw, True)
 
 
-def _walk(root: Path, exclude: Sequence[str]) -> Iterator[Target]:
+def _walk(root: Path, exclude: Sequence[str], ignored: Optional[IgnoreRules]) -> Iterator[Target]:
     found: list[str] = []
     for folder, dirs, files in os.walk(root):
         folder_path = Path(folder)
+        if ignored is not None:
+            ignored.enter(folder_path)
         dirs[:] = sorted(
             d for d in dirs
-            if d not in SKIPPED_DIRS and not d.endswith(".egg-info") and not _is_virtualenv(folder_path / d)
-            and not _excluded(folder_path / d, exclude)
+            if not _skipped_dir(folder_path / d) and not _excluded(folder_path / d, exclude)
+            and not (ignored is not None and ignored.ignores(folder_path / d, is_dir=True))
         )
         for name in files:
-            if name.endswith(SOURCE_SUFFIXES) and not _excluded(folder_path / name, exclude):
-                found.append(str(folder_path / name))
+            path = folder_path / name
+            if name.endswith(SOURCE_SUFFIXES) and not _excluded(path, exclude) and not (
+                    ignored is not None and ignored.ignores(path, is_dir=False)):
+                found.append(str(path))
     for path in sorted(found):
         yield Target(path, False)
+
+
+def _skipped_dir(path: Path) -> bool:
+    name = path.name
+    return (name.startswith(".") or name in SKIPPED_DIRS or name.endswith(".egg-info")
+            or _is_virtualenv(path))
 
 
 def _excluded(path: Path, patterns: Iterable[str]) -> bool:

@@ -1,0 +1,106 @@
+"""``cpu2gpu check`` over many files: read, pre-filter, answer from the cache, analyse the rest in parallel."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+from .cache import Cache
+from .engine import Finding, SourceError, check_module, parse, select_rules
+from .files import Target, mentions_torch
+from .notebook import CellError, check_notebook, is_notebook
+from .output import FileError
+from .parallel import ordered_map
+from .progress import Progress
+from .rules import Rule
+
+
+@dataclass
+class FileResult:
+    path: str
+    findings: list[Finding] = field(default_factory=list)
+    error: Optional[FileError] = None
+
+
+def read_target(path: str) -> tuple[Optional[bytes], Optional[FileError]]:
+    try:
+        return Path(path).read_bytes(), None
+    except FileNotFoundError:
+        return None, FileError(path, "no such file or folder")
+    except IsADirectoryError:
+        return None, FileError(path, "is a folder")
+    except OSError as error:
+        return None, FileError(path, f"cannot read the file: {error.strerror}")
+
+
+# -- the work done for one file, in a worker process; its answer is what the cache stores --
+
+_rules: list[Rule] = []
+
+
+def _use_rules(codes: Sequence[str]) -> None:
+    global _rules
+    _rules = select_rules(codes) if codes else []
+
+
+def analyse(job: tuple[str, bytes]) -> dict:
+    """The findings of one file (without their path) or its error, as JSON values."""
+    path, data = job
+    try:
+        if is_notebook(path):
+            findings = check_notebook(data, path, _rules)
+        else:
+            findings = check_module(parse(data), path, _rules)
+    except SourceError as error:
+        return {"error": {"message": error.message, "line": error.line, "column": error.column,
+                          "cell": error.cell if isinstance(error, CellError) else None}}
+    return {"findings": [_without_path(f.as_dict()) for f in findings]}
+
+
+def _without_path(data: dict) -> dict:
+    del data["path"]
+    return data
+
+
+def _result(path: str, answer: dict) -> FileResult:
+    if "error" in answer:
+        return FileResult(path, error=FileError(path, **answer["error"]))
+    return FileResult(path, [Finding(path=path, **item) for item in answer["findings"]])
+
+
+# -- the whole run --
+
+
+def check_targets(targets: Sequence[Target], rules: Sequence[Rule], jobs: int, cache: Optional[Cache],
+                  quiet: bool = True) -> list[FileResult]:
+    """One result per file read (files skipped by the torch pre-filter have none), in target order."""
+    slots: list[Optional[FileResult]] = []
+    pending: list[tuple[int, str, bytes, Optional[str]]] = []  # slot, path, bytes, cache key
+    for target in targets:
+        data, error = read_target(target.path)
+        if data is None:
+            slots.append(FileResult(target.path, error=error))
+            continue
+        if not target.named and not mentions_torch(data):
+            continue
+        key = cache.key(data, "ipynb" if is_notebook(target.path) else "py") if cache is not None else None
+        answer = cache.get(key) if key is not None else None
+        if answer is not None:
+            slots.append(_result(target.path, answer))
+            continue
+        slots.append(None)
+        pending.append((len(slots) - 1, target.path, data, key))
+    progress = Progress.for_terminal(len(pending), "cpu2gpu check", quiet)
+    codes = [rule.code for rule in rules]
+    answers = ordered_map(analyse, [(path, data) for _, path, data, _ in pending], jobs,
+                          initializer=_use_rules, initargs=(codes,))
+    try:
+        for (slot, path, _, key), answer in zip(pending, answers):
+            if key is not None and cache is not None:
+                cache.put(key, answer)
+            slots[slot] = _result(path, answer)
+            progress.advance()
+    finally:
+        progress.close()
+    return [result for result in slots if result is not None]

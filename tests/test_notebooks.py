@@ -1,0 +1,173 @@
+"""Jupyter notebooks: checked as one program, rewritten cell by cell, the rest of the file untouched."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import shutil
+
+import pytest
+
+from cpu2gpu.engine import SourceError, select_rules
+from cpu2gpu.notebook import check_notebook, load, rewrite_notebook
+
+from .conftest import FIXTURES
+
+NOTEBOOK = FIXTURES / "notebooks" / "linear_regression.ipynb"
+EXPECTED = FIXTURES / "notebooks" / "linear_regression.expected.ipynb"
+
+
+def _notebook(*sources, indent=1, as_lines=True, **top) -> bytes:
+    cells = [{"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": {}, "outputs": [],
+              "source": source.splitlines(keepends=True) if as_lines else source}
+             for i, source in enumerate(sources)]
+    data = {"cells": cells, "metadata": {"language_info": {"name": "python"}}, "nbformat": 4,
+            "nbformat_minor": 5, **top}
+    return (json.dumps(data, indent=indent, ensure_ascii=False) + "\n").encode()
+
+
+def test_findings_name_the_cell_and_the_line_in_it(cli):
+    code, out, err = cli("check", str(NOTEBOOK))
+    assert (code, err) == (1, "")
+    assert out.splitlines()[:4] == [
+        f"{NOTEBOOK}:cell 4:7:11: CG102 [*] tensor `x_train` stays on the CPU but meets the model `model` on the device",
+        f"{NOTEBOOK}:cell 4:8:11: CG102 [*] tensor `y_train` stays on the CPU but meets the output of `model` on the device",
+        f"{NOTEBOOK}:cell 5:1:9: CG101 [*] module `model` is used but never moved to the device",
+        f"{NOTEBOOK}:cell 7:4:19: CG108 [*] `x_train` is on the device but `model` was moved to the CPU",
+    ]
+
+
+def test_json_findings_have_a_cell_field(cli):
+    _, out, _ = cli("check", "--output-format", "json", str(NOTEBOOK))
+    model = next(d for d in json.loads(out) if d["code"] == "CG101")
+    assert (model["cell"], model["line"], model["column"], model["end_line"]) == (5, 1, 9, 1)
+
+
+def test_rewrite_equals_the_expected_notebook(tmp_path, cli):
+    path = tmp_path / NOTEBOOK.name
+    shutil.copy(NOTEBOOK, path)
+    code, _, err = cli("rewrite", "--in-place", str(path))
+    assert code == 0, err
+    assert path.read_bytes() == EXPECTED.read_bytes()
+
+
+def test_rewritten_notebook_validates_with_nbformat():
+    nbformat = pytest.importorskip("nbformat")
+    new = rewrite_notebook(NOTEBOOK.read_bytes(), str(NOTEBOOK), select_rules())
+    notebook = nbformat.reads(new.decode("utf-8"), as_version=nbformat.NO_CONVERT)
+    nbformat.validate(notebook)
+    # nbformat writes it back the same: the layout is Jupyter's own.
+    assert nbformat.writes(notebook) + "\n" == new.decode("utf-8")
+
+
+def test_byte_diff_shows_only_changed_cell_sources():
+    old = NOTEBOOK.read_text(encoding="utf-8").splitlines()
+    new = rewrite_notebook(NOTEBOOK.read_bytes(), str(NOTEBOOK), select_rules()).decode("utf-8").splitlines()
+    changed = [line for line in difflib.ndiff(old, new) if line[:2] in ("- ", "+ ")]
+    assert changed
+    assert all(line[2:].startswith('    "') for line in changed)  # source lines, nothing else
+    # Outputs, metadata and ids are the same objects as before.
+    before, after = json.loads("\n".join(old)), json.loads("\n".join(new))
+    for cell_before, cell_after in zip(before["cells"], after["cells"]):
+        assert {k: v for k, v in cell_before.items() if k != "source"} == {
+            k: v for k, v in cell_after.items() if k != "source"}
+    assert before["metadata"] == after["metadata"]
+    # The device setup went into the imports' cell, after the imports.
+    assert after["cells"][2]["source"][-1] == 'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")'
+
+
+def test_rewrite_is_idempotent(cli, tmp_path):
+    path = tmp_path / "nb.ipynb"
+    path.write_bytes(EXPECTED.read_bytes())
+    assert rewrite_notebook(EXPECTED.read_bytes(), str(path), select_rules()) == EXPECTED.read_bytes()
+    code, out, _ = cli("check", str(path))
+    assert (code, out.strip()) == (0, "All checks passed!")
+    assert cli("rewrite", "--check", str(path))[0] == 0
+
+
+def test_rewrite_diff_shows_cells(cli):
+    code, out, _ = cli("rewrite", str(NOTEBOOK))
+    assert code == 0
+    assert f"--- {NOTEBOOK}:cell 2\n+++ {NOTEBOOK}:cell 2\n" in out
+    assert "+model = LinearRegression(input_dim, output_dim).to(device)" in out
+
+
+def test_magics_and_shell_lines_are_kept_word_for_word():
+    raw = _notebook(
+        "%matplotlib inline\n!pip install torch\nimport torch",
+        "%%time\nmodel = torch.nn.Linear(1, 1)\nfiles = !ls\nif True:\n    !echo hi\nmodel?\n",
+        "%%bash\necho not python (\n",
+        "model(torch.ones(1))",
+    )
+    findings = check_notebook(raw, "nb.ipynb", select_rules())
+    assert [(f.code, f.cell, f.line) for f in findings] == [("CG101", 2, 2), ("CG102", 4, 1)]
+    cells = json.loads(rewrite_notebook(raw, "nb.ipynb", select_rules()))["cells"]
+    assert cells[0]["source"] == ["%matplotlib inline\n", "!pip install torch\n", "import torch\n", "\n",
+                                  'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")']
+    assert cells[1]["source"] == ["%%time\n", "model = torch.nn.Linear(1, 1).to(device)\n", "files = !ls\n",
+                                  "if True:\n", "    !echo hi\n", "model?\n"]
+    assert cells[2]["source"] == ["%%bash\n", "echo not python (\n"]
+    assert cells[3]["source"] == ["model(torch.ones(1, device=device))"]
+
+
+def test_string_sources_stay_strings_and_layout_is_kept():
+    raw = _notebook("import torch\nmodel = torch.nn.Linear(1, 1)\nmodel(torch.ones(1))\n", indent=2, as_lines=False)
+    new = rewrite_notebook(raw, "nb.ipynb", select_rules())
+    data = json.loads(new)
+    assert isinstance(data["cells"][0]["source"], str)
+    assert new.decode() == json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def test_escaped_unicode_layout_is_kept():
+    data = json.loads(_notebook("import torch\nmodel = torch.nn.Linear(1, 1)\nmodel(torch.ones(1))  # é\n"))
+    raw = (json.dumps(data, indent=1) + "\n").encode()  # ensure_ascii: \u00e9
+    new = rewrite_notebook(raw, "nb.ipynb", select_rules())
+    assert b"\\u00e9" in new and "é".encode() not in new
+
+
+def test_a_layout_json_dumps_cannot_write_is_refused_not_reformatted():
+    raw = _notebook("import torch\nmodel = torch.nn.Linear(1, 1)\nmodel(torch.ones(1))\n").replace(
+        b'"nbformat": 4', b'"nbformat":    4')
+    with pytest.raises(SourceError, match="without reformatting"):
+        rewrite_notebook(raw, "nb.ipynb", select_rules())
+    assert len(check_notebook(raw, "nb.ipynb", select_rules())) == 2  # check still works
+
+
+def test_syntax_error_names_the_cell(cli, tmp_path):
+    path = tmp_path / "broken.ipynb"
+    path.write_bytes(_notebook("import torch", "x = (\n"))
+    good = tmp_path / "good.py"
+    good.write_text("import torch\nmodel = torch.nn.Linear(1, 1)\nmodel(torch.ones(1))\n")
+    code, out, err = cli("check", str(path), str(good))
+    assert code == 2
+    assert err.startswith(f"{path}:cell 2:")
+    assert f"{good}:2:9: CG101" in out
+
+
+def test_invalid_json_is_one_clear_error(cli, tmp_path):
+    path = tmp_path / "bad.ipynb"
+    path.write_text('{"cells": [')
+    code, _, err = cli("check", str(path))
+    assert code == 2
+    assert err.strip().splitlines() == [f"{path}:1:12: error: not a valid notebook: invalid JSON: Expecting value"]
+    code, _, err = cli("rewrite", "--in-place", str(path))
+    assert code == 2 and "not a valid notebook" in err
+    assert path.read_text() == '{"cells": ['
+
+
+def test_non_python_notebook_and_markdown_only_notebook_have_no_findings():
+    r_notebook = _notebook("library(torch)\nx <- torch_tensor(1)")
+    data = json.loads(r_notebook)
+    data["metadata"]["language_info"]["name"] = "R"
+    raw = json.dumps(data).encode()
+    assert check_notebook(raw, "r.ipynb", select_rules()) == []
+    assert rewrite_notebook(raw, "r.ipynb", select_rules()) == raw
+    assert load(_notebook()).cells == []
+
+
+def test_folders_include_notebooks(cli, tmp_path):
+    shutil.copy(NOTEBOOK, tmp_path / "nb.ipynb")
+    (tmp_path / ".ipynb_checkpoints").mkdir()
+    shutil.copy(NOTEBOOK, tmp_path / ".ipynb_checkpoints" / "nb-checkpoint.ipynb")
+    _, out, _ = cli("check", "--output-format", "json", "--no-cache", str(tmp_path))
+    assert {d["path"] for d in json.loads(out)} == {str(tmp_path / "nb.ipynb")}
