@@ -1022,13 +1022,12 @@ class Analyzer:
         if api.is_optimizer(qual):
             self._params_seen = []
             self.args(node, scope)
-            for params in self._params_seen:
-                module = params.module_of
-                if module is not None:
-                    module.used = True
-                    self.facts.uses.append(Use("train", node, self.time, module=module))
+            trained = [p.module_of for p in self._params_seen if p.module_of is not None]
+            for module in trained:
+                module.used = True
+                self.facts.uses.append(Use("train", node, self.time, module=module))
             self._params_seen = []
-            return Value(Kind.OPTIMIZER, node, time=self.time)
+            return Value(Kind.OPTIMIZER, node, time=self.time, module_of=trained[0] if trained else None)
         if qual in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
             values = self.args(node, scope)
             result = self.derived(node, values[:1])
@@ -1139,6 +1138,8 @@ class Analyzer:
             return result
         if receiver.kind is Kind.PARAMS:
             self._params_seen.append(receiver)
+        if receiver.kind is Kind.OPTIMIZER and method == "load_state_dict" and receiver.module_of is not None:
+            self.facts.uses.append(Use("load-state", node, self.time, module=receiver.module_of))
         return None
 
     def note_hardcoded(self, found: Hardcoded) -> None:
