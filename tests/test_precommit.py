@@ -1,0 +1,90 @@
+"""The pre-commit hooks, driven by the real pre-commit program against a throw-away repository."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import FIXTURES, ROOT
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("pre_commit") is None,
+                                reason="pre-commit is not installed (it comes with the test extra)")
+
+CPU_SCRIPT = "import torch\n\nmodel = torch.nn.Linear(1, 1)\nprint(model(torch.ones(1)))\n"
+PROJECT_FILES = ["pyproject.toml", "README.md", ".pre-commit-hooks.yaml", "cpu2gpu", "runtime"]
+
+
+def _git(cwd, *args, env):
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def env(tmp_path):
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("GIT_", "PRE_COMMIT"))}
+    env.update({
+        "GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "test@example.com",
+        "GIT_COMMITTER_NAME": "Test", "GIT_COMMITTER_EMAIL": "test@example.com",
+        "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
+        "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"),
+    })
+    return env
+
+
+@pytest.fixture
+def hook_repo(tmp_path, env):
+    """A copy of this project in a git repository of its own: what `repo:` points to."""
+    project = tmp_path / "cpu2gpu-hooks"
+    project.mkdir()
+    for name in PROJECT_FILES:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, project / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        else:
+            shutil.copy2(source, project / name)
+    _git(project, "init", "-q", env=env)
+    _git(project, "add", ".", env=env)
+    _git(project, "commit", "-q", "-m", "hooks", env=env)
+    return project, _git(project, "rev-parse", "HEAD", env=env).strip()
+
+
+def test_check_refuses_the_commit_and_rewrite_fixes_it(tmp_path, env, hook_repo):
+    project, rev = hook_repo
+    work = tmp_path / "work"
+    work.mkdir()
+    _git(work, "init", "-q", env=env)
+    (work / ".pre-commit-config.yaml").write_text(
+        f"repos:\n- repo: {project}\n  rev: {rev}\n  hooks:\n  - id: cpu2gpu-check\n  - id: cpu2gpu-rewrite\n")
+    (work / "train.py").write_text(CPU_SCRIPT)
+    shutil.copy(FIXTURES / "notebooks" / "linear_regression.ipynb", work / "notebook.ipynb")
+    subprocess.run([sys.executable, "-m", "pre_commit", "install"], cwd=work, env=env, check=True,
+                   capture_output=True)
+    _git(work, "add", ".", env=env)
+
+    refused = subprocess.run(["git", "commit", "-m", "cpu script"], cwd=work, env=env, capture_output=True, text=True)
+    output = refused.stdout + refused.stderr
+    assert refused.returncode != 0, output
+    assert "cpu2gpu check" in output and "train.py:3:9: CG101" in output
+    assert "notebook.ipynb:cell 5:1:9: CG101" in output
+    assert "files were modified by this hook" in output
+    assert "model = torch.nn.Linear(1, 1).to(device)" in (work / "train.py").read_text()
+    assert (work / "notebook.ipynb").read_bytes() == (
+        FIXTURES / "notebooks" / "linear_regression.expected.ipynb").read_bytes()
+
+    _git(work, "add", ".", env=env)
+    accepted = subprocess.run(["git", "commit", "-m", "gpu script"], cwd=work, env=env, capture_output=True,
+                              text=True)
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+    assert "Passed" in accepted.stdout + accepted.stderr
+
+    # The hooks' environment has cpu2gpu and what it needs, never torch.
+    environments = list((tmp_path / "pre-commit-home").glob("repo*/py_env-*"))
+    assert environments
+    for environment in environments:
+        site_packages = list(environment.glob("lib/python*/site-packages")) + list(environment.glob("Lib/site-packages"))
+        assert site_packages and any((s / "libcst").is_dir() for s in site_packages)
+        assert not any((s / "torch").exists() for s in site_packages)
