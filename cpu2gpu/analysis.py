@@ -191,7 +191,9 @@ class Analyzer:
             self.top_stmt = stmt
             self.statement(stmt, self.global_scope)
         while self.deferred:
-            function, owner = self.deferred.pop(0)
+            # Methods first: the helper functions forward() calls are then walked with its tensors.
+            index = next((i for i, (_, o) in enumerate(self.deferred) if o is not None), 0)
+            function, owner = self.deferred.pop(index)
             if not function.walked:
                 self.function(function, owner, [], {}, deferred=owner is None)
         self.facts.torch_alias = self.imports.torch_alias
@@ -448,10 +450,13 @@ class Analyzer:
         if owner is not None and owner.kind is Kind.MODULE:
             context = (node, None)
             if node.name.value == "forward" and len(positional) > 1 and not args:
-                # The data a module is called with is on the device once migrated.
+                # The data a module is called with is on the device once migrated: the first
+                # input, and the other inputs without a default (flags and options have one).
                 first = positional[1].name.value
-                if scope.names.get(first) is None:
-                    scope.names[first] = Value(Kind.TENSOR, positional[1], name=first, explicit=Place.DEVICE)
+                for param in positional[1:]:
+                    name = param.name.value
+                    if scope.names.get(name) is None and (param is positional[1] or param.default is None):
+                        scope.names[name] = Value(Kind.TENSOR, param, name=name, explicit=Place.DEVICE)
                 context = (node, first)
         function_input = None
         if context is None:
@@ -472,6 +477,8 @@ class Analyzer:
              self.walking_deferred, self.step_depth, self.function_input) = saved
         known = [r for r in returned if r is not None]
         function.returns = known[0] if known else None
+        function.walked_until = self.time
+        self.tick()  # what the caller does with the result comes after
         return function.returns
 
     def small(self, node: cst.BaseSmallStatement, stmt: cst.CSTNode, scope: Scope) -> None:
@@ -684,6 +691,14 @@ class Analyzer:
         elif value.is_root and value.kind is Kind.TENSOR and value.method is not None \
                 and value.method.name.value == "__init__":
             value.context = "module-attribute"
+        elif value.kind is Kind.TENSOR and not value.is_root and value.explicit is None and value.output_of is None \
+                and value.node is value_node and self.method_context is not None \
+                and self.method_context[0].name.value == "__init__":
+            roots = self.facts.roots(value)
+            if roots and all(r.method is self.method_context[0] for r in roots):
+                # self.mask = torch.tril(torch.ones(n, n)) / n: the whole expression is the attribute.
+                value.origin, value.context, value.method = Origin.CONVERSION, "module-attribute", self.method_context[0]
+                self.facts.values.append(value)
 
     def register_buffer(self, node: cst.Call, owner: Value, scope: Scope) -> None:
         values = self.args(node, scope)
@@ -948,7 +963,7 @@ class Analyzer:
         keywords = {a.keyword.value: v for v, a in zip(values, node.args) if a.keyword is not None}
         if callee.kind is Kind.FUNCTION:
             if callee.walked:
-                return callee.returns
+                return self.another_result(node, callee, scope)
             return self.function(callee, owner, positional, keywords)
         if callee.kind is Kind.CLASS:
             instance = Value(Kind.INSTANCE, node, class_value=callee, time=self.time)
@@ -960,6 +975,18 @@ class Analyzer:
 
     def args(self, node: cst.Call, scope: Scope) -> list[Optional[Value]]:
         return [self.expr(arg.value, scope) for arg in node.args]
+
+    def another_result(self, node: cst.Call, function: Value, scope: Scope) -> Optional[Value]:
+        """What a later call of a walked function gives. ``build_model()`` builds a new model
+        each time: one that an earlier caller moved itself (``build_model().to(device)``) is a
+        new model here, to be moved at this call site; otherwise one move in the function
+        serves every call, and the value already known stands for them all."""
+        returned = function.returns
+        if returned is None or returned.kind is not Kind.MODULE or returned.origin is not Origin.MODULE \
+                or not any(m.time > function.walked_until for m in returned.moves):
+            return returned
+        return self.new(Kind.MODULE, node, scope, origin=Origin.MODULE, stateful=returned.stateful,
+                        weighted_loss=returned.weighted_loss, class_value=returned.class_value)
 
     def module_call(self, node: cst.Call, module: Value, scope: Scope) -> Optional[Value]:
         values = self.args(node, scope)
@@ -1111,6 +1138,8 @@ class Analyzer:
         values = self.args(node, scope)
         if receiver is None:
             return None
+        if receiver.kind is Kind.GENERATOR:
+            return receiver if method == "manual_seed" else None  # torch.Generator().manual_seed(0)
         if receiver.kind is Kind.MODULE:
             if method in api.MODULE_SELF_METHODS:
                 return receiver

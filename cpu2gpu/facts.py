@@ -93,6 +93,7 @@ class Value:
     class_value: Optional["Value"] = None
     walked: bool = False
     returns: Optional["Value"] = None
+    walked_until: int = 0  # FUNCTION: the time its walk ended (moves later were made by a caller)
     # Where a root was made, when that decides its rule: "module-method" (forward(),
     # init_hidden()...), "module-attribute" (self.x = ... in a module's __init__).
     context: Optional[str] = None

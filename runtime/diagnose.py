@@ -13,18 +13,9 @@ import re
 
 import torch
 
-RULE_NAMES = {
-    "CG101": "model-not-moved",
-    "CG102": "tensor-not-moved",
-    "CG103": "batch-not-moved",
-    "CG104": "factory-in-forward",
-    "CG105": "plain-tensor-attribute",
-    "CG106": "loss-weight-not-moved",
-    "CG107": "numpy-on-device",
-    "CG108": "device-mismatch-after-move",
-    "CG201": "hardcoded-cuda",
-    "CG202": "load-without-map-location",
-}
+from cpu2gpu.rules import RULES_BY_CODE
+
+RULE_NAMES = {code: rule.name for code, rule in RULES_BY_CODE.items()}
 
 _MISMATCH_MARKERS = (
     "Expected all tensors to be on the same device",
@@ -144,6 +135,17 @@ def _plain_attribute(name, value, fr: _Frame):
     return None
 
 
+def _held_in_plain_container(owner, value):
+    """The attribute of ``owner`` (a plain list, tuple or dict) that holds ``value``, if any."""
+    if not isinstance(owner, torch.nn.Module):
+        return None
+    for attr, held in vars(owner).items():
+        items = held.values() if isinstance(held, dict) else held if isinstance(held, (list, tuple)) else ()
+        if any(item is value for item in items):
+            return attr
+    return None
+
+
 def _module_seen_on_device(rec, module) -> bool:
     r = rec.modules.get(id(module))
     return r is not None and r.ref() is module and r.device_calls > 0
@@ -165,10 +167,29 @@ def _frame_findings(fr: _Frame, rec, in_forward: bool):
                             f"move the criterion or its weight to the device",
                             "CG106", fr.where)))
             elif _param_device(value) == "cpu" and device_tensor:
-                out.append((5, ("module", name, value, device_tensor, fr)))
+                container = _held_in_plain_container(fr.owner, value)
+                if container is not None:
+                    out.append((0, finding(
+                        f"{name} ({type(value).__name__}) is kept in the plain {type(vars(fr.owner)[container]).__name__} "
+                        f"self.{container}, so .to(device) did not move it; it stayed on the CPU at {fr.at()} "
+                        f"(use nn.ModuleList / nn.ModuleDict)", "CG109", fr.where)))
+                elif isinstance(fr.owner, torch.nn.Module) and fr.owner is not value \
+                        and not any(m is value for m in fr.owner.modules()):
+                    out.append((0, finding(
+                        f"{name} ({type(value).__name__}) is built inside {type(fr.owner).__name__}.{fr.func}() at "
+                        f"{fr.at()}, with new CPU weights on every call; build it once in __init__",
+                        "CG111", fr.where)))
+                else:
+                    out.append((5, ("module", name, value, device_tensor, fr)))
         elif _is_cpu(value):
             owner = _plain_attribute(name, value, fr)
-            if owner is not None:
+            stale = _held_in_plain_container(fr.owner, value)
+            if stale is not None and not any(value is b for b in fr.owner._buffers.values()):
+                out.append((1, finding(
+                    f"{name} is an old CPU copy of a buffer or parameter kept in the plain "
+                    f"{type(vars(fr.owner)[stale]).__name__} self.{stale}: .to(device) replaced the buffer, not the "
+                    f"copy, at {fr.at()}; read the buffer through its attribute", "CG114", fr.where)))
+            elif owner is not None:
                 out.append((1, finding(
                     f"{name} is a plain tensor attribute of {type(owner).__name__}, so .to(device) did not move it; "
                     f"it stayed on the CPU at {fr.at()} (register it with self.register_buffer)",
@@ -191,14 +212,36 @@ def _frame_findings(fr: _Frame, rec, in_forward: bool):
     return out
 
 
-def explain(exc: BaseException, tb, rec, display) -> dict | None:
-    """The cause of `exc`, or None when it is not a device problem we know."""
-    msg = str(exc)
+def _user_frames(tb, rec, display) -> list:
     frames = []
     while tb is not None:
         if rec.is_user_file(tb.tb_frame.f_code.co_filename):
             frames.append(_Frame(tb.tb_frame, tb.tb_lineno, display, tb.tb_lasti))
         tb = tb.tb_next
+    return frames
+
+
+def _optimizer_with_cpu_state(fr: _Frame):
+    """The name of an optimizer on the line whose state is on the CPU and its parameters on the device."""
+    for name, value in fr.names():
+        if not isinstance(value, torch.optim.Optimizer):
+            continue
+        for param, state in value.state.items():
+            if param.device.type == "cuda" and any(_is_cpu(v) for v in state.values()):
+                return name
+    return None
+
+
+def explain(exc: BaseException, tb, rec, display) -> dict | None:
+    """The cause of `exc`, or None when it is not a device problem we know."""
+    msg = str(exc)
+    if "can't optimize a non-leaf Tensor" in msg:
+        frames = _user_frames(tb, rec, display)
+        where = frames[-1].where if frames else None
+        at = frames[-1].at() if frames else "an unknown line"
+        return finding(f"the optimizer got a tensor that is not a leaf at {at}: nn.Parameter(...).to(device) "
+                       f"returns a copy on the GPU, not the parameter; move the data first", "CG112", where)
+    frames = _user_frames(tb, rec, display)
     deepest = frames[-1] if frames else None
     where = deepest.where if deepest else None
     at = deepest.at() if deepest else "an unknown line"
@@ -216,7 +259,14 @@ def explain(exc: BaseException, tb, rec, display) -> dict | None:
         return None
     if "Expected a 'cuda' device type for generator" in msg:
         return finding(f"a CPU torch.Generator was used for a draw on the device at {at}; "
-                       f"make it with torch.Generator(device=device)", None, where)
+                       f"draw on the CPU with it and move the result (torch.randn(..., generator=g).to(device))",
+                       "CG113", where)
+    if deepest is not None and re.search(r"\.step\(", deepest.text):
+        stale_state = _optimizer_with_cpu_state(deepest)
+        if stale_state is not None:
+            return finding(f"the optimizer {stale_state} holds state on the CPU while its parameters are on the "
+                           f"device at {at}: it was built, or its state loaded, before the model was moved; "
+                           f"move the model first", "CG203", where)
 
     modules = []
     for depth, fr in enumerate(reversed(frames)):

@@ -106,11 +106,12 @@ def _fix(facts: Facts, call: cst.Call) -> Optional[Fix]:
         return Fix([Replace(call, draw_from_cpu)])
     func = call.func
     if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call) and isinstance(func.value.func, cst.Attribute) \
-            and func.value.func.attr.value == "new" and isinstance(func.value.func.value, (cst.Name, cst.Attribute)):
+            and func.value.func.attr.value in ("new", "new_empty") and isinstance(func.value.func.value, (cst.Name, cst.Attribute)):
         base = _code(func.value.func.value)
 
         def empty_on_cpu(n: cst.CSTNode, base: str = base) -> cst.CSTNode:
             # x.new(shape).normal_(generator=g) -> torch.empty(shape, dtype=x.dtype).normal_(generator=g).to(x.device)
+            # (x.new_empty(shape) alike)
             assert isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and isinstance(n.func.value, cst.Call)
             new_call = n.func.value
             empty = cst.parse_expression(f"{torch_name}.empty()")
