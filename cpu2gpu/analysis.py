@@ -691,6 +691,7 @@ class Analyzer:
         elif value.is_root and value.kind is Kind.TENSOR and value.method is not None \
                 and value.method.name.value == "__init__":
             value.context = "module-attribute"
+            value.attribute_binding = (target.attr.value, stmt)
         elif value.kind is Kind.TENSOR and not value.is_root and value.explicit is None and value.output_of is None \
                 and value.node is value_node and self.method_context is not None \
                 and self.method_context[0].name.value == "__init__":
@@ -698,6 +699,7 @@ class Analyzer:
             if roots and all(r.method is self.method_context[0] for r in roots):
                 # self.mask = torch.tril(torch.ones(n, n)) / n: the whole expression is the attribute.
                 value.origin, value.context, value.method = Origin.CONVERSION, "module-attribute", self.method_context[0]
+                value.attribute_binding = (target.attr.value, stmt)
                 self.facts.values.append(value)
 
     def register_buffer(self, node: cst.Call, owner: Value, scope: Scope) -> None:

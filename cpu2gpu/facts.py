@@ -93,6 +93,8 @@ class Value:
     class_value: Optional["Value"] = None
     walked: bool = False
     returns: Optional["Value"] = None
+    # A tensor kept on a module: the attribute name and the ``self.x = ...`` statement.
+    attribute_binding: Optional[tuple] = None
     walked_until: int = 0  # FUNCTION: the time its walk ended (moves later were made by a caller)
     # Where a root was made, when that decides its rule: "module-method" (forward(),
     # init_hidden()...), "module-attribute" (self.x = ... in a module's __init__).

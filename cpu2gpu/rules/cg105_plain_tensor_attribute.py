@@ -57,19 +57,18 @@ class PlainTensorAttribute(Rule):
         for value in facts.values:
             if value.kind is not Kind.TENSOR or value.context != "module-attribute" or value.explicit is not None:
                 continue
-            if not facts.is_bound(value) or value.binding_stmt is None or value.name is None:
+            if not facts.is_bound(value) or value.attribute_binding is None:
                 continue
-            attr = value.name.split(".", 1)[1]
-            fix = self._fix(value, attr)
+            attr, stmt = value.attribute_binding
+            fix = self._fix(stmt, attr)
             yield self.hit(value.node, fix, self.message.format(attr=attr))
 
     @staticmethod
-    def _fix(value, attr: str):
-        stmt = value.binding_stmt
+    def _fix(stmt, attr: str):
         if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
             return None
         assign = stmt.body[0]
-        if not isinstance(assign, cst.Assign) or len(assign.targets) != 1 or assign.value is not value.node:
+        if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
             return None
         target = assign.targets[0].target
         if not isinstance(target, cst.Attribute):
