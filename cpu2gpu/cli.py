@@ -14,12 +14,13 @@ from . import __version__
 from .cache import CACHE_DIR_NAME, Cache, cache_root, settings_fingerprint
 from .checking import check_targets
 from .config import ConfigError, Settings, load_settings
-from .engine import SourceError, check_module, fix_module, parse, select_rules
-from .files import Target, discover, mentions_torch, write_atomic
+from .engine import SourceError, check_module, parse, rewrite_data, select_rules
+from .files import Target, discover, mentions_torch
 from .notebook import CellError, cell_diff, is_notebook, rewrite_notebook
 from .output import FORMATS, FileError, render
 from .parallel import default_jobs
 from .rules import ALL_RULES
+from .writing import WriteError, write_rewrite
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -173,9 +174,7 @@ def rewrite(paths: tuple[str, ...], in_place: bool, check_only: bool, unsafe_fix
                 encoding, new = "utf-8", rewrite_notebook(data, target.path, rules, unsafe_fixes,
                                                           settings.device_expression)
             else:
-                module = parse(data)
-                encoding = module.encoding
-                new = fix_module(module, target.path, rules, unsafe_fixes, settings.device_expression).bytes
+                encoding, new = rewrite_data(data, target.path, rules, unsafe_fixes, settings.device_expression)
         except SourceError as error:
             _error(target.path, error)
             errors += 1
@@ -187,9 +186,9 @@ def rewrite(paths: tuple[str, ...], in_place: bool, check_only: bool, unsafe_fix
             click.echo(f"Would rewrite {target.path}")
         elif in_place:
             try:
-                write_atomic(target.path, new)
-            except OSError as error:
-                click.echo(f"{target.path}: error: cannot write the file: {error.strerror}", err=True)
+                write_rewrite(target.path, data, new)
+            except WriteError as error:
+                click.echo(f"{target.path}: error: {error}", err=True)
                 errors += 1
                 continue
             click.echo(f"Rewrote {target.path}", err=True)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
+import threading
 from dataclasses import asdict, dataclass
 from typing import Iterable, Optional, Sequence, Union
 
@@ -14,6 +16,7 @@ from .analysis import analyze
 from .facts import Facts
 from .fixes import Fix, apply_edits, plan_device_setup
 from .rules import ALL_RULES, Hit, Rule, RuleContext
+from .syntax import python_syntax_error
 
 Source = Union[str, bytes]
 
@@ -71,6 +74,8 @@ def select_rules(select: Sequence[str] = (), ignore: Sequence[str] = (), extend_
 
 
 def parse(source: Source) -> cst.Module:
+    if (b"\x00" if isinstance(source, bytes) else "\x00") in source:
+        raise SourceError("binary file (it contains NUL bytes), not Python source")
     try:
         return cst.parse_module(source)
     except cst.ParserSyntaxError as error:
@@ -85,6 +90,46 @@ def parse(source: Source) -> cst.Module:
         raise SourceError(f"syntax error: {error.message}", error.raw_line, error.raw_column + 1) from None
     except (UnicodeDecodeError, LookupError) as error:
         raise SourceError(f"cannot decode the file: {error}") from None
+    except SyntaxError as error:  # from the encoding detection: an unknown coding line, UTF-16 bytes
+        raise SourceError(f"cannot decode the file: {error.msg}") from None
+
+
+# A tree nested thousands deep (a string made of thousands of implicit concatenations, as in
+# pydoc_data/topics.py) exhausts the default recursion limit in libcst's visitors and code
+# generation; such a file is retried on a thread whose stack is big enough for a high limit.
+_DEEP_STACK_BYTES = 512 * 1024 * 1024
+_DEEP_RECURSION_LIMIT = 60_000
+
+
+def _deep(func, *args):
+    try:
+        return func(*args)
+    except RecursionError:
+        pass
+    outcome: dict = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = func(*args)
+        except BaseException as error:  # handed to the calling thread
+            outcome["error"] = error
+
+    old_limit = sys.getrecursionlimit()
+    old_stack = threading.stack_size(_DEEP_STACK_BYTES)
+    sys.setrecursionlimit(max(old_limit, _DEEP_RECURSION_LIMIT))
+    try:
+        worker = threading.Thread(target=run, name="cpu2gpu-deep-tree")
+        worker.start()
+        worker.join()
+    finally:
+        sys.setrecursionlimit(old_limit)
+        threading.stack_size(old_stack)
+    error = outcome.get("error")
+    if isinstance(error, RecursionError):
+        raise SourceError("the code is nested too deeply to analyse") from None
+    if error is not None:
+        raise error
+    return outcome["value"]
 
 
 @dataclass
@@ -142,30 +187,68 @@ def locate(analysis: Analysis, path: str) -> list[tuple[Finding, Hit]]:
 
 
 def check_module(module: cst.Module, path: str, rules: Sequence[Rule]) -> list[Finding]:
+    return _deep(_check_module, module, path, rules)
+
+
+def _check_module(module: cst.Module, path: str, rules: Sequence[Rule]) -> list[Finding]:
     return [finding for finding, _ in locate(analyze_module(module, rules), path)]
 
 
 def fix_module(module: cst.Module, path: str, rules: Sequence[Rule], unsafe_fixes: bool = False,
                device_expression: Optional[str] = None) -> cst.Module:
     """Apply every available fix at once; the result is parsed again before it is returned."""
+    new = _deep(_fixed_bytes, module, path, rules, unsafe_fixes, device_expression)
+    if new is None:
+        return module
+    try:
+        return cst.parse_module(new)
+    except cst.ParserSyntaxError as error:
+        raise SourceError(f"internal error: the rewrite does not parse ({error.message}); file left unchanged")
+
+
+def rewrite_data(data: bytes, path: str, rules: Sequence[Rule], unsafe_fixes: bool = False,
+                 device_expression: Optional[str] = None) -> tuple[str, bytes]:
+    """The file's encoding and its bytes with the fixes applied (same encoding, BOM and line endings)."""
+    module = parse(data)
+    new = _deep(_fixed_bytes, module, path, rules, unsafe_fixes, device_expression, b"noqa" in data)
+    return module.encoding, data if new is None else new
+
+
+def _fixed_bytes(module: cst.Module, path: str, rules: Sequence[Rule], unsafe_fixes: bool,
+                 device_expression: Optional[str], has_noqa: Optional[bool] = None) -> Optional[bytes]:
+    """The module's bytes with every available fix applied, or None when no fix applies.
+
+    The code is generated once (libcst's code generation costs about as much as a parse) and checked
+    with Python's parser, which is stricter than libcst's and many times faster.
+    """
     analysis = analyze_module(module, rules, device_expression)
     hits = analysis.hits
-    if any("noqa" in line for line in module.code.splitlines()):
+    if not hits:
+        return None
+    if has_noqa is None:
+        has_noqa = "noqa" in module.code
+    if has_noqa:
         hits = [hit for _, hit in locate(analysis, path)]
     fixes: list[Fix] = []
     for hit in hits:
         if hit.fix is not None and (hit.fix.safe or unsafe_fixes) and all(hit.fix is not f for f in fixes):
             fixes.append(hit.fix)
     if not fixes:
-        return module
+        return None
     edits = [edit for fix in fixes for edit in fix.edits]
     if any(fix.needs_device_setup for fix in fixes):
         edits.extend(analysis.context.setup.setup_edits(module))
-    fixed = apply_edits(module, edits)
-    try:
-        return cst.parse_module(fixed.bytes if isinstance(fixed.code, str) else fixed.code)
-    except cst.ParserSyntaxError as error:  # a bug in a fix: never hand out code that does not parse
-        raise SourceError(f"internal error: the rewrite does not parse ({error.message}); file left unchanged")
+    new = apply_edits(module, edits).bytes
+    problem = python_syntax_error(new)
+    if problem and python_syntax_error(module.bytes):  # newer syntax than this Python's: libcst judges
+        try:
+            cst.parse_module(new)
+            problem = ""
+        except cst.ParserSyntaxError as error:
+            problem = error.message
+    if problem:  # a bug in a fix: never hand out code that does not parse
+        raise SourceError(f"internal error: the rewrite does not parse ({problem}); file left unchanged")
+    return new
 
 
 def check_source(code: Source, path: Optional[str] = None, select: Sequence[str] = (),
@@ -178,6 +261,9 @@ def rewrite_source(code: Source, path: Optional[str] = None, select: Sequence[st
                    ignore: Sequence[str] = (), unsafe_fixes: bool = False,
                    device_expression: Optional[str] = None) -> str:
     """The source with every fix applied (safe ones only unless ``unsafe_fixes``)."""
-    module = fix_module(parse(code), path or "<string>", select_rules(select, ignore), unsafe_fixes,
-                        device_expression)
-    return module.code
+    module = parse(code)
+    new = _deep(_fixed_bytes, module, path or "<string>", select_rules(select, ignore), unsafe_fixes,
+                device_expression)
+    if new is None:
+        return code if isinstance(code, str) else code.decode(module.encoding)
+    return new.decode(module.encoding)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Optional, Sequence
@@ -74,21 +73,3 @@ def _excluded(path: Path, patterns: Iterable[str]) -> bool:
 def mentions_torch(data: bytes) -> bool:
     """The cheap pre-filter for folder walks: no 'torch' in the bytes, nothing to report."""
     return b"torch" in data
-
-
-def write_atomic(path: str, data: bytes) -> None:
-    """Replace ``path`` by ``data`` through a temp file in the same folder, keeping its mode."""
-    target = Path(path)
-    mode = target.stat().st_mode & 0o7777
-    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".cpu2gpu", dir=str(target.parent))
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temp, mode)
-        os.replace(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
-            os.unlink(temp)
-        raise
