@@ -964,6 +964,12 @@ class Analyzer:
         positional = [v for v, a in zip(values, node.args) if a.keyword is None and not a.star]
         keywords = {a.keyword.value: v for v, a in zip(values, node.args) if a.keyword is not None}
         if callee.kind is Kind.FUNCTION:
+            if owner is not None and owner.kind is Kind.MODULE and owner.stateful and owner.name != "self":
+                # model.decode(z): the tensors go into the module as in a call of it.
+                pairs = [(t, a.value) for v, a in zip(values, node.args) for t in _tensors_of(v)]
+                if pairs:
+                    self.facts.uses.append(Use("call", node, self.time, tuple(v for v, _ in pairs),
+                                               tuple(n for _, n in pairs), module=owner))
             if callee.walked:
                 return self.another_result(node, callee, scope)
             return self.function(callee, owner, positional, keywords)
