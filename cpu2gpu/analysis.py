@@ -505,6 +505,14 @@ class Analyzer:
                     for element, returned in zip(target.elements, value.elements):
                         self.bind(element.value, returned, stmt, None, scope)
                     return
+            if value is not None and value.output_of is not None and len(node.targets) == 1 \
+                    and isinstance(node.targets[0].target, (cst.Tuple, cst.List)):
+                # features, logits = net(x): every output of a module is where the module is.
+                for element in node.targets[0].target.elements:
+                    part = Value(Kind.TENSOR, element.value, output_of=value.output_of, sources=value.sources,
+                                 time=value.time)
+                    self.bind(element.value, part, stmt, None, scope)
+                return
             for target in node.targets:
                 self.bind(target.target, value, stmt, node.value, scope)
             self.note_device_string(node, stmt)
