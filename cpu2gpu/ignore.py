@@ -55,6 +55,10 @@ class IgnoreRules:
                 rules._specs[root] = exclude
             for above in reversed(folder.relative_to(root).parents):
                 rules.enter(root / above)
+            if folder != root and rules.ignores(folder, is_dir=True):
+                # A folder named on the command line is checked even where git ignores it
+                # (a vendored package, a virtual environment): only the ignore files inside it apply.
+                rules = cls()
         return rules
 
     def enter(self, folder: Path) -> None:

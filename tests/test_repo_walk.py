@@ -140,3 +140,16 @@ def test_progress_bar_only_on_a_terminal_and_not_when_quiet():
     small = Progress(10, "cpu2gpu check", True, quiet)
     small.advance()
     assert quiet.text == ""  # too few files to be worth a bar
+
+
+def test_a_folder_named_on_the_command_line_is_walked_even_if_ignored(tmp_path):
+    root = tmp_path / "project"
+    (root / ".git").mkdir(parents=True)
+    (root / ".gitignore").write_text("vendor/\n")
+    (root / "vendor" / "lib").mkdir(parents=True)
+    (root / "vendor" / ".gitignore").write_text("skip.py\n")
+    for name in ("vendor/lib/a.py", "vendor/lib/skip.py", "vendor/b.py"):
+        (root / name).write_text("import torch\n")
+    assert [t.path for t in discover([str(root)])] == []
+    assert sorted(os.path.relpath(t.path, root) for t in discover([str(root / "vendor")])) == [
+        "vendor/b.py", "vendor/lib/a.py"]
