@@ -1241,6 +1241,10 @@ class Analyzer:
                 if _is_cuda_literal(target) and not self.guard_depth:
                     self.note_hardcoded(Hardcoded(candidate, "to-string"))
                 place, follows = self.device_arg_place(target, scope)
+                if place is Place.DEVICE and scope is not self.global_scope \
+                        and dotted(target) not in self.global_scope.device_names:
+                    # .to(args.device) in main(): the script keeps its device there, not at module level.
+                    self.facts.has_local_device = True
             for arg in node.args:
                 if arg is not candidate:
                     self.expr(arg.value, scope)

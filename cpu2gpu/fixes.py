@@ -214,6 +214,7 @@ class DeviceSetup:
     anchor: Optional[cst.CSTNode] = None  # statement to insert after; None: top of the file
     hoist: Optional[cst.CSTNode] = None  # the script's own device statement, moved up to the anchor
     expression: Optional[str] = None  # [tool.cpu2gpu] device-expression, instead of the default
+    blank_line: bool = True  # a blank line before the added device line (not when it follows a use_cuda flag)
 
     def can_hoist(self, stmt: cst.CSTNode, name: str) -> bool:
         """A device statement that reads nothing but torch can move up to the imports."""
@@ -235,7 +236,7 @@ class DeviceSetup:
         edits: list[Edit] = []
         for index, line in enumerate(lines):
             is_device_line = index == len(lines) - 1
-            edits.append(InsertAfter(self.anchor, line, blank_line_before=is_device_line))
+            edits.append(InsertAfter(self.anchor, line, blank_line_before=is_device_line and self.blank_line))
         return edits
 
 
@@ -316,5 +317,32 @@ def plan_device_setup(module: cst.Module, torch_alias: Optional[str], names_in_u
                     position += 1
                 anchor = body[position]
                 break
-    return DeviceSetup(name=name, exists=False, torch_name=torch_name, needs_import=needs_import, anchor=anchor,
-                       expression=expression)
+    setup = DeviceSetup(name=name, exists=False, torch_name=torch_name, needs_import=needs_import, anchor=anchor,
+                        expression=expression)
+    flag = None if expression is not None or needs_import else _cuda_flag(body[index:], torch_name)
+    if flag is not None:
+        # use_cuda = torch.cuda.is_available() and not args.no_cuda: the device follows the flag.
+        flag_name, flag_stmt = flag
+        setup.anchor, setup.blank_line = flag_stmt, False
+        setup.expression = f'{torch_name}.device("cuda" if {flag_name} else "cpu")'
+    return setup
+
+
+def _cuda_flag(statements: Sequence[cst.CSTNode], torch_name: str) -> Optional[tuple[str, cst.CSTNode]]:
+    """A module-level ``use_cuda = ... torch.cuda.is_available() ...`` that comes before any code
+    that builds tensors or models, so a device line right after it is in time for all of them."""
+    for stmt in statements:
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        code = cst.Module([]).code_for_node(stmt)
+        if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign) \
+                and len(stmt.body[0].targets) == 1 and f"{torch_name}.cuda.is_available()" in code \
+                and not isinstance(stmt.body[0].value, (cst.Call, cst.IfExp)):
+            target = stmt.body[0].targets[0].target
+            name = cst.Module([]).code_for_node(target)
+            if isinstance(target, (cst.Name, cst.Attribute)) and "cuda" in name.lower():
+                return name, stmt
+        mentions = code.count(f"{torch_name}.") - code.count(f"{torch_name}.manual_seed")
+        if mentions > 0:
+            return None  # torch code before any flag: the device goes after the imports
+    return None
