@@ -112,6 +112,7 @@ def _rules(settings: Settings, select: Sequence[str], ignore: Sequence[str]):
 @click.option("--output-format", type=click.Choice(FORMATS), default="text", show_default=True)
 @selection_options
 @click.option("--exclude", multiple=True, help="Patterns of files and folders to skip in folders (adds to exclude).")
+@click.option("--force-exclude", is_flag=True, help="Apply the exclude patterns to files named on the command line too.")
 @click.option("--statistics", is_flag=True, help="Print how many findings each rule has instead of the findings.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (errors still exit 2).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
@@ -119,8 +120,8 @@ def _rules(settings: Settings, select: Sequence[str], ignore: Sequence[str]):
 @click.option("--no-cache", is_flag=True, help=f"Neither read nor write {CACHE_DIR_NAME}/.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary line.")
 def check(paths: tuple[str, ...], output_format: str, select: tuple[str, ...], ignore: tuple[str, ...],
-          exclude: tuple[str, ...], statistics: bool, exit_zero: bool, jobs: Optional[int], no_cache: bool,
-          quiet: bool) -> None:
+          exclude: tuple[str, ...], force_exclude: bool, statistics: bool, exit_zero: bool, jobs: Optional[int],
+          no_cache: bool, quiet: bool) -> None:
     """Report device-placement problems (reads the code, never runs it)."""
     if statistics and output_format not in ("text", "json"):
         raise click.UsageError("--statistics works with --output-format text or json")
@@ -130,7 +131,7 @@ def check(paths: tuple[str, ...], output_format: str, select: tuple[str, ...], i
     if not no_cache:
         cache = Cache(cache_root(settings.source), settings_fingerprint(
             [rule.code for rule in rules], settings.unsafe_fixes, settings.device_expression))
-    targets = list(discover(paths, [*settings.exclude, *_split(exclude)]))
+    targets = list(discover(paths, [*settings.exclude, *_split(exclude)], force_exclude=force_exclude))
     results = check_targets(targets, rules, jobs or default_jobs(), cache, quiet)
     findings = [finding for result in results for finding in result.findings]
     errors = [result.error for result in results if result.error is not None]
@@ -152,9 +153,10 @@ def check(paths: tuple[str, ...], output_format: str, select: tuple[str, ...], i
               help="Also apply the fixes that change behaviour (default: unsafe-fixes in [tool.cpu2gpu]).")
 @click.option("--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when a file was (or, without --in-place, would be) changed.")
 @click.option("--exclude", multiple=True, help="Patterns of files and folders to skip in folders (adds to exclude).")
+@click.option("--force-exclude", is_flag=True, help="Apply the exclude patterns to files named on the command line too.")
 @selection_options
 def rewrite(paths: tuple[str, ...], in_place: bool, check_only: bool, unsafe_fixes: Optional[bool],
-            exit_non_zero_on_fix: bool, exclude: tuple[str, ...], select: tuple[str, ...],
+            exit_non_zero_on_fix: bool, exclude: tuple[str, ...], force_exclude: bool, select: tuple[str, ...],
             ignore: tuple[str, ...]) -> None:
     """Apply the fixes: a unified diff by default, the files with --in-place."""
     settings = _settings(paths)
@@ -162,7 +164,7 @@ def rewrite(paths: tuple[str, ...], in_place: bool, check_only: bool, unsafe_fix
     if unsafe_fixes is None:
         unsafe_fixes = settings.unsafe_fixes
     errors = changed = 0
-    for target in discover(paths, [*settings.exclude, *_split(exclude)]):
+    for target in discover(paths, [*settings.exclude, *_split(exclude)], force_exclude=force_exclude):
         data = _read(target)
         if data is None:
             errors += 1

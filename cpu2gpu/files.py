@@ -25,18 +25,20 @@ def _is_virtualenv(path: Path) -> bool:
     return (path / "pyvenv.cfg").exists()
 
 
-def discover(paths: Sequence[str], exclude: Sequence[str] = (), respect_gitignore: bool = True) -> Iterator[Target]:
+def discover(paths: Sequence[str], exclude: Sequence[str] = (), respect_gitignore: bool = True,
+             force_exclude: bool = False) -> Iterator[Target]:
     """Files named on the command line, then the Python files and notebooks of the folders, sorted.
 
     In folders, hidden folders, virtual environments, build output, what ``.gitignore``
     ignores and what matches ``exclude`` are skipped; a file named on the command line
-    is always taken.
+    is always taken, unless ``force_exclude`` (as a pre-commit hook, which names every
+    file, needs) and it matches ``exclude``.
     """
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
             yield from _walk(path, exclude, IgnoreRules.for_folder(path) if respect_gitignore else None)
-        else:
+        elif not (force_exclude and _excluded_anywhere(path, exclude)):
             yield Target(raw, True)
 
 
@@ -68,6 +70,12 @@ def _skipped_dir(path: Path) -> bool:
 
 def _excluded(path: Path, patterns: Iterable[str]) -> bool:
     return any(path.match(p) or path.name == p for p in patterns)
+
+
+def _excluded_anywhere(path: Path, patterns: Sequence[str]) -> bool:
+    """The file or one of its folders matches a pattern (the walk would not have reached it)."""
+    return bool(patterns) and any(_excluded(candidate, patterns) for candidate in (path, *path.parents)
+                                  if candidate.name)
 
 
 def mentions_torch(data: bytes) -> bool:

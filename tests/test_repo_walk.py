@@ -153,3 +153,18 @@ def test_a_folder_named_on_the_command_line_is_walked_even_if_ignored(tmp_path):
     assert [t.path for t in discover([str(root)])] == []
     assert sorted(os.path.relpath(t.path, root) for t in discover([str(root / "vendor")])) == [
         "vendor/b.py", "vendor/lib/a.py"]
+
+
+def test_force_exclude_applies_the_patterns_to_named_files(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "legacy").mkdir()
+    for name in ("legacy/old.py", "new.py", "old_tmp.py"):
+        (tmp_path / name).write_text(CPU_SCRIPT.format(n=1))
+    (tmp_path / "pyproject.toml").write_text('[tool.cpu2gpu]\nexclude = ["legacy"]\n')
+    named = ["legacy/old.py", "new.py", "old_tmp.py"]
+    _, out, _ = cli("check", "--output-format", "json", *named)
+    assert {d["path"] for d in json.loads(out)} == set(named)
+    _, out, _ = cli("check", "--output-format", "json", "--force-exclude", "--exclude", "*_tmp.py", *named)
+    assert {d["path"] for d in json.loads(out)} == {"new.py"}
+    code, out, _ = cli("rewrite", "--force-exclude", "--exclude", "new.py,*_tmp.py", *named)
+    assert (code, out) == (0, "")
