@@ -160,8 +160,9 @@ def _call_kwarg(call: cst.Call, name: str) -> Optional[cst.Arg]:
 
 
 class Analyzer:
-    def __init__(self, module: cst.Module) -> None:
+    def __init__(self, module: cst.Module, pinned: frozenset[int] = frozenset()) -> None:
         self.facts = Facts(module=module)
+        self.pinned = pinned
         self.imports = ImportTable()
         self.module_classes: set[str] = set()
         self.module_class_values: dict[str, Value] = {}
@@ -729,6 +730,8 @@ class Analyzer:
 
     def new(self, kind: Kind, node: cst.CSTNode, scope: Optional[Scope] = None, **fields) -> Value:
         value = Value(kind, node, time=self.time, scope=scope, **fields)
+        if id(node) in self.pinned:
+            value.explicit = Place.CPU  # `# noqa`: it stays where the script puts it
         if value.is_root:
             self.facts.values.append(value)
             if self.method_context is not None and kind is Kind.MODULE \
@@ -1333,5 +1336,6 @@ def _places_itself(cls: Value) -> bool:
     return cls.places_itself or any(_places_itself(base) for base in cls.stateful_bases)
 
 
-def analyze(module: cst.Module) -> Facts:
-    return Analyzer(module).run()
+def analyze(module: cst.Module, pinned: frozenset[int] = frozenset()) -> Facts:
+    """The facts of a module. ``pinned``: ids of the nodes that make values the user keeps on the CPU."""
+    return Analyzer(module, pinned).run()

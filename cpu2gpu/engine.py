@@ -140,8 +140,9 @@ class Analysis:
     context: RuleContext
 
 
-def analyze_module(module: cst.Module, rules: Sequence[Rule], device_expression: Optional[str] = None) -> Analysis:
-    facts = analyze(module)
+def analyze_module(module: cst.Module, rules: Sequence[Rule], device_expression: Optional[str] = None,
+                   pinned: frozenset[int] = frozenset()) -> Analysis:
+    facts = analyze(module, pinned)
     setup = plan_device_setup(module, facts.torch_alias, facts.names_in_use, device_expression)
     context = RuleContext(facts, setup)
     hits: list[Hit] = []
@@ -158,8 +159,26 @@ def _suppressed(line_text: str, code: str) -> bool:
     return codes is None or code in {c.upper() for c in re.split(r"[\s,]+", codes)}
 
 
-def locate(analysis: Analysis, path: str) -> list[tuple[Finding, Hit]]:
-    """Positions for the hits (computed only for files that have some), minus ``# noqa`` lines."""
+# Placement findings whose value, once a ``# noqa`` keeps it where it is, must not pull others along.
+_PINNED_BY_NOQA = frozenset({"CG101", "CG102", "CG104", "CG106"})
+
+
+def locate_with_noqa(analysis: Analysis, path: str, rules: Sequence[Rule],
+                     device_expression: Optional[str] = None) -> tuple[Analysis, list[tuple[Finding, Hit]]]:
+    """``locate``, and where ``# noqa`` keeps a model or a tensor on the CPU, the analysis again with it
+    pinned there: a model left on the CPU on purpose must not get its inputs moved to the device."""
+    suppressed: list[Hit] = []
+    located = locate(analysis, path, suppressed)
+    pins = frozenset(id(hit.node) for hit in suppressed if hit.code in _PINNED_BY_NOQA)
+    if not pins:
+        return analysis, located
+    analysis = analyze_module(analysis.module, rules, device_expression, pins)
+    return analysis, locate(analysis, path)
+
+
+def locate(analysis: Analysis, path: str, suppressed: Optional[list[Hit]] = None) -> list[tuple[Finding, Hit]]:
+    """Positions for the hits (computed only for files that have some), minus ``# noqa`` lines
+    (collected in ``suppressed`` when it is given)."""
     if not analysis.hits:
         return []
     positions = MetadataWrapper(analysis.module, unsafe_skip_copy=True).resolve(PositionProvider)
@@ -169,6 +188,8 @@ def locate(analysis: Analysis, path: str) -> list[tuple[Finding, Hit]]:
         where = positions[hit.node]
         text = lines[where.start.line - 1] if where.start.line - 1 < len(lines) else ""
         if "noqa" in text and _suppressed(text, hit.code):
+            if suppressed is not None:
+                suppressed.append(hit)
             continue
         finding = Finding(
             path=path,
@@ -191,7 +212,8 @@ def check_module(module: cst.Module, path: str, rules: Sequence[Rule]) -> list[F
 
 
 def _check_module(module: cst.Module, path: str, rules: Sequence[Rule]) -> list[Finding]:
-    return [finding for finding, _ in locate(analyze_module(module, rules), path)]
+    analysis = analyze_module(module, rules)
+    return [finding for finding, _ in locate_with_noqa(analysis, path, rules)[1]]
 
 
 def fix_module(module: cst.Module, path: str, rules: Sequence[Rule], unsafe_fixes: bool = False,
@@ -228,7 +250,8 @@ def _fixed_bytes(module: cst.Module, path: str, rules: Sequence[Rule], unsafe_fi
     if has_noqa is None:
         has_noqa = "noqa" in module.code
     if has_noqa:
-        hits = [hit for _, hit in locate(analysis, path)]
+        analysis, located = locate_with_noqa(analysis, path, rules, device_expression)
+        hits = [hit for _, hit in located]
     fixes: list[Fix] = []
     for hit in hits:
         if hit.fix is not None and (hit.fix.safe or unsafe_fixes) and all(hit.fix is not f for f in fixes):

@@ -62,3 +62,11 @@ def test_hints_are_off_unless_selected():
     source = RULES_BY_CODE["CG303"].INVALID[0].code
     assert "CG303" not in {f.code for f in check_source(source)}
     assert "CG303" in {f.code for f in check_source(source, select=["CG303"])}
+
+
+def test_noqa_model_keeps_its_inputs_on_the_cpu():
+    # A model left on the CPU on purpose: its inputs must not be moved to the device either.
+    source = ("import torch\nfrom torch import nn\nmodel = nn.Linear(3, 1)  # noqa: CG101\n"
+              "x = torch.randn(4, 3)\nprint(model(x))\n")
+    assert check_source(source) == []
+    assert rewrite_source(source) == source
