@@ -278,13 +278,21 @@ class Analyzer:
     def if_statement(self, stmt: cst.If, scope: Scope) -> None:
         self.expr(stmt.test, scope)
         guarded = _mentions_guard(stmt.test)
+        # self.x set in both branches of a method's `if` joins like a name does.
+        owner = scope.owner if scope.owner is not None and scope.owner.kind in (Kind.MODULE, Kind.INSTANCE) else None
         before = dict(scope.names)
+        attrs_before = dict(owner.attrs) if owner is not None else {}
         self.guarded_block(stmt.body, scope, guarded)
         after_body = scope.names
+        attrs_after_body = dict(owner.attrs) if owner is not None else {}
         if stmt.orelse is None:
-            self.merge(scope, before, after_body, before)
+            scope.names = self.merge(before, after_body, before)
+            if owner is not None:
+                owner.attrs = self.merge(attrs_before, attrs_after_body, attrs_before)
             return
         scope.names = dict(before)
+        if owner is not None:
+            owner.attrs = dict(attrs_before)
         if isinstance(stmt.orelse, cst.If):
             self.guard_depth += guarded
             try:
@@ -293,9 +301,11 @@ class Analyzer:
                 self.guard_depth -= guarded
         else:
             self.guarded_block(stmt.orelse.body, scope, guarded)
-        self.merge(scope, before, after_body, scope.names)
+        scope.names = self.merge(before, after_body, scope.names)
+        if owner is not None:
+            owner.attrs = self.merge(attrs_before, attrs_after_body, owner.attrs)
 
-    def merge(self, scope: Scope, before: dict, left: dict, right: dict) -> None:
+    def merge(self, before: dict, left: dict, right: dict) -> dict:
         """Join the names two branches bound: the same value stays, two devices join."""
         merged = dict(before)
         for name in set(left) | set(right):
@@ -311,7 +321,7 @@ class Analyzer:
                 merged[name] = a
             else:
                 merged[name] = None
-        scope.names = merged
+        return merged
 
     def for_statement(self, stmt: cst.For, scope: Scope) -> None:
         pairs = self.loop_targets(stmt.target, stmt.iter, scope)
