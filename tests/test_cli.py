@@ -60,11 +60,14 @@ def test_select_and_ignore(cli):
 
 def test_noqa_suppresses_one_line(cli, tmp_path):
     path = tmp_path / "noqa.py"
-    path.write_text("import torch\nmodel = torch.nn.Linear(1, 1)  # noqa: CG101\nmodel(torch.ones(1))\n")
+    path.write_text("import torch\nmodel = torch.nn.Linear(1, 1)  # noqa: CG101\nmodel(torch.ones(1))\n"
+                    "other = torch.nn.Linear(1, 1)\nother(torch.zeros(1))\n")
     _, out, _ = cli("check", "--output-format", "json", str(path))
-    assert [d["code"] for d in json.loads(out)] == ["CG102"]
+    # The model kept on the CPU keeps its input there too; the other one still moves.
+    assert [(d["code"], d["line"]) for d in json.loads(out)] == [("CG101", 4), ("CG102", 5)]
     code, out, _ = cli("rewrite", str(path))
-    assert "Linear(1, 1).to(device)" not in out and "torch.ones(1, device=device)" in out
+    assert "Linear(1, 1).to(device)  # noqa" not in out and "torch.ones(1, device=device)" not in out
+    assert "torch.zeros(1, device=device)" in out
 
 
 def test_syntax_error_is_reported_and_the_rest_processed(cli, tmp_path):
