@@ -84,8 +84,8 @@ class DeviceMismatchAfterMove(Rule):
     def _calls(self, ctx: RuleContext) -> Iterator[Hit]:
         facts = ctx.facts
         for use in facts.uses:
-            if use.kind != "call":
-                continue
+            if use.kind != "call" or not use.module.stateful:
+                continue  # a module without parameters or buffers computes wherever its input is
             moves = [m for m in use.module.moves if m.time <= use.time]
             if moves:
                 move_place, move_target = moves[-1].place, moves[-1].target
