@@ -1,0 +1,141 @@
+"""Every corpus pair under fixtures/scripts/ runs: the hand-written migration prints exactly what
+the CPU original prints on the CPU fallback (CUDA hidden), and it passes `cpu2gpu verify --device
+sim --against` the original (the simulated device raises where a move is missing, so a move that
+the expected file forgot shows up here even though the static pair test cannot see it).
+
+All runs of all pairs go through one pool of two workers. Importing torch is most of a small
+script's time, so the plain runs share one import per worker (a forking runner), and verify runs
+each pair for at most MAX_STEPS steps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from ..conftest import FIXTURES
+
+pytest.importorskip("torch")
+
+from cpu2gpu.runtime.verify import verify  # noqa: E402
+
+pytestmark = pytest.mark.runtime
+
+SCRIPTS = FIXTURES / "scripts"
+PAIRS = sorted(p for p in SCRIPTS.glob("*.py") if not p.name.endswith(".expected.py")
+               and p.with_name(p.stem + ".expected.py").exists())
+WORKERS = 2
+TIMEOUT = 240
+# Enough steps to show the losses agree; keeps the slower pairs (conv, attention) short under sim.
+MAX_STEPS = 12
+
+
+def _expected(path):
+    return path.with_name(path.stem + ".expected.py")
+
+
+# One child per half of the plain runs: it imports torch once, then forks a fresh process per
+# script, which runs it as `python SCRIPT` would (its own folder, argv and sys.path, __main__) with
+# its output in files. Importing torch is most of a small script's time: 40 imports would be most
+# of this test's.
+_FORKING_RUNNER = r"""
+import json, os, runpy, sys, traceback
+import torch  # noqa: F401  (imported once, before the forks)
+results = []
+for script, out, err, cwd in json.loads(sys.argv[1]):
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            fd_out, fd_err = os.open(out, os.O_WRONLY | os.O_CREAT), os.open(err, os.O_WRONLY | os.O_CREAT)
+            os.dup2(fd_out, 1)
+            os.dup2(fd_err, 2)
+            os.chdir(cwd)
+            sys.argv = [script]
+            sys.path[0] = os.path.dirname(script)
+            runpy.run_path(script, run_name="__main__")
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    results.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+print(json.dumps(results))
+"""
+
+
+def _plain_batch(scripts):
+    """Run each script with CUDA hidden (the fallback), each in a folder of its own (checkpoint-
+    writing scripts must not meet each other); returns {script: (exit code, stdout, stderr)}."""
+    env = {"CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1"}
+    with tempfile.TemporaryDirectory() as tmp:
+        plan = []
+        for i, script in enumerate(scripts):
+            cwd = os.path.join(tmp, str(i))
+            os.mkdir(cwd)
+            plan.append((str(script), os.path.join(tmp, f"{i}.out"), os.path.join(tmp, f"{i}.err"), cwd))
+        proc = subprocess.run([sys.executable, "-c", _FORKING_RUNNER, json.dumps(plan)], capture_output=True,
+                              text=True, env=env, timeout=TIMEOUT * 2)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        codes = json.loads(proc.stdout.splitlines()[-1])
+        out = {}
+        for (script, out_path, err_path, _), code in zip(plan, codes):
+            with open(out_path) as f_out, open(err_path) as f_err:
+                out[script] = (code, f_out.read(), f_err.read())
+        return out
+
+
+def _sim(path):
+    return verify(str(_expected(path)), against=str(path), device="sim", max_steps=MAX_STEPS, jobs=1,
+                  timeout=TIMEOUT, cwd=str(SCRIPTS))
+
+
+def _job(job):
+    kind, arg = job
+    return _plain_batch(arg) if kind == "plain" else _sim(arg)
+
+
+def test_corpus_has_twenty_pairs():
+    assert len(PAIRS) >= 20, [p.name for p in PAIRS]
+
+
+def test_expected_runs_print_the_originals_losses_and_verify_on_the_simulated_device():
+    scripts = [s for p in PAIRS for s in (p, _expected(p))]
+    # the two batches of plain runs first: they are the longest jobs
+    jobs = [("plain", scripts[0::2]), ("plain", scripts[1::2])] + [("sim", p) for p in PAIRS]
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        results = list(pool.map(_job, jobs))
+    plain = {**results[0], **results[1]}
+    reports = dict(zip(PAIRS, results[2:]))
+
+    problems = []
+    for p in PAIRS:
+        (orig_code, orig_out, orig_err), (code, out, err) = plain[str(p)], plain[str(_expected(p))]
+        report = reports[p]
+        if orig_code != 0:
+            problems.append(f"{p.name}: the original exits {orig_code}: {orig_err[-1500:]}")
+            continue
+        if "loss" not in orig_out:
+            problems.append(f"{p.name}: the original prints no loss")
+        if code != 0:
+            problems.append(f"{p.name}: the expected file exits {code} on the CPU: {err[-1500:]}")
+        elif out != orig_out:
+            problems.append(f"{p.name}: the expected file prints other losses on the CPU:\n"
+                            f"{orig_out}--- against ---\n{out}")
+        if report["verdict"] != "pass":
+            excs = [r.get("exception") for r in report["runs"] if r.get("exception")]
+            problems.append(f"{p.name}: verify --device sim: {report['verdict']}: {report['reasons']} {excs}")
+        else:
+            sim = next(r for r in report["runs"] if r["label"] == "migrated (sim)")
+            if not sim["losses"]:
+                problems.append(f"{p.name}: verify recorded no loss")
+    assert not problems, "\n\n".join(problems)
