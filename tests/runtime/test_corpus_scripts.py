@@ -34,6 +34,14 @@ WORKERS = 2
 TIMEOUT = 240
 # Enough steps to show the losses agree; keeps the slower pairs (conv, attention) short under sim.
 MAX_STEPS = 12
+# Correct migrations that verify fails today, each with why. Kept strict: the test fails once
+# verify passes them, so that the entry is removed.
+KNOWN_VERIFY_FALSE_ALARMS = {
+    # pack_padded_sequence wants `lengths` on the CPU (torch copies it there itself), and the
+    # PackedSequence it makes keeps batch_sizes on the CPU by design; verify's audit reports both
+    # as CPU tensors reaching a device module (CG102), though the losses match.
+    "21_packed_lengths.py": "CG102",
+}
 
 
 def _expected(path):
@@ -131,7 +139,14 @@ def test_expected_runs_print_the_originals_losses_and_verify_on_the_simulated_de
         elif out != orig_out:
             problems.append(f"{p.name}: the expected file prints other losses on the CPU:\n"
                             f"{orig_out}--- against ---\n{out}")
-        if report["verdict"] != "pass":
+        known = KNOWN_VERIFY_FALSE_ALARMS.get(p.name)
+        if known:
+            rules = {r["rule"] for r in report["reasons"]}
+            if report["verdict"] == "pass":
+                problems.append(f"{p.name}: verify passes it now: remove it from KNOWN_VERIFY_FALSE_ALARMS")
+            elif rules != {known} or not all(c["ok"] for c in report["comparisons"]):
+                problems.append(f"{p.name}: verify fails it otherwise than known: {report['reasons']}")
+        elif report["verdict"] != "pass":
             excs = [r.get("exception") for r in report["runs"] if r.get("exception")]
             problems.append(f"{p.name}: verify --device sim: {report['verdict']}: {report['reasons']} {excs}")
         else:
