@@ -88,6 +88,9 @@ def _tensors_of(value: Optional[Value]) -> list[Value]:
     return [value] if _is_tensorish(value) else []
 
 
+_PACK_PADDED = "torch.nn.utils.rnn.pack_padded_sequence"
+
+
 def _plain_args(node: cst.Call) -> Optional[list[cst.CSTNode]]:
     """The argument expressions of a call, or None when one is unpacked (*args)."""
     if any(arg.star for arg in node.args):
@@ -330,6 +333,10 @@ class Analyzer:
             if source is not None and source.kind is Kind.LOADER:
                 is_training_loop = True
                 self.bind_loop_variables(target, stmt, scope, source)
+            elif _tensors_of(source):
+                # for xb in torch.split(x, 10): the pieces of tensors are tensors from the same sources.
+                for name in _target_names(target):
+                    self.bind(cst.Name(name), self.derived(stmt.iter, _tensors_of(source)), stmt, None, scope)
             else:
                 self.bind(target, None, stmt, None, scope)
         saved = (self.current_loop, self.step_depth)
@@ -383,6 +390,27 @@ class Analyzer:
             self.facts.values.append(value)
             self.bind(name, value, loop, None, scope)
 
+    def cpu_inputs(self, classdef: cst.ClassDef) -> frozenset:
+        """The inputs of ``forward`` that must stay on the CPU: the lengths given to
+        ``pack_padded_sequence`` ("lengths ... must be a 1D CPU int64 tensor"). By name and position."""
+        forward = next((s for s in classdef.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "forward"),
+                       None)
+        if forward is None:
+            return frozenset()
+        params = [p.name.value for p in (*forward.params.posonly_params, *forward.params.params)][1:]
+        found: set = set()
+        stack: list[cst.CSTNode] = [forward.body]
+        while stack:
+            node = stack.pop()
+            stack.extend(node.children)
+            if not isinstance(node, cst.Call) or self.imports.resolve(node.func) != _PACK_PADDED:
+                continue
+            lengths = _call_kwarg(node, "lengths") or next(
+                (a for i, a in enumerate(a for a in node.args if a.keyword is None) if i == 1), None)
+            if lengths is not None and isinstance(lengths.value, cst.Name) and lengths.value.value in params:
+                found.update({lengths.value.value, params.index(lengths.value.value)})
+        return frozenset(found)
+
     def class_def(self, stmt: cst.ClassDef, scope: Scope) -> None:
         name = stmt.name.value
         is_module = False
@@ -411,6 +439,7 @@ class Analyzer:
                             holds_state=holds_state, stateful_bases=tuple(local_bases))
         if is_module:
             self.module_class_values[name] = class_value
+            class_value.cpu_inputs = self.cpu_inputs(stmt)
         scope.names[name] = None if is_module else class_value
         # A module's methods see ``self`` as the module, on the device with its submodules.
         owner = Value(Kind.MODULE, stmt, name="self", explicit=Place.DEVICE, class_value=class_value) if is_module else None
@@ -464,8 +493,11 @@ class Analyzer:
                 # The data a module is called with is on the device once migrated: the first
                 # input, and the other inputs without a default (flags and options have one).
                 first = positional[1].name.value
+                cpu_inputs = owner.class_value.cpu_inputs if owner.class_value is not None else frozenset()
                 for param in positional[1:]:
                     name = param.name.value
+                    if name in cpu_inputs:
+                        continue  # pack_padded_sequence's lengths: on the CPU
                     if scope.names.get(name) is None and (param is positional[1] or param.default is None):
                         scope.names[name] = Value(Kind.TENSOR, param, name=name, explicit=Place.DEVICE)
                 context = (node, first)
@@ -1023,7 +1055,10 @@ class Analyzer:
             self.op(node, values, _plain_args(node), scope)
             return self.derived(node, [v for v in values if _is_tensorish(v)])
         module.used = True
-        pairs = [(t, a.value) for v, a in zip(values, node.args) for t in _tensors_of(v)]
+        cpu_inputs = module.class_value.cpu_inputs if module.class_value is not None else frozenset()
+        pairs = [(t, a.value) for i, (v, a) in enumerate(zip(values, node.args))
+                 if not (a.keyword is None and i in cpu_inputs) and not (a.keyword and a.keyword.value in cpu_inputs)
+                 for t in _tensors_of(v)]
         self.facts.uses.append(
             Use("call", node, self.time, tuple(v for v, _ in pairs), tuple(n for _, n in pairs), module=module)
         )
