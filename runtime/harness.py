@@ -10,6 +10,7 @@ left on the CPU can be named as such).
 from __future__ import annotations
 
 import builtins
+import inspect
 import io
 import os
 import shutil
@@ -18,6 +19,24 @@ import time
 import weakref
 
 import torch
+from torch.nn.utils.rnn import PackedSequence
+
+
+_PACKS: dict = {}
+
+
+def _packs_sequences(cls) -> bool:
+    """Whether a module's forward packs padded sequences (its lengths input is then on the CPU)."""
+    if cls not in _PACKS:
+        try:
+            _PACKS[cls] = "pack_padded_sequence" in inspect.getsource(cls.forward)
+        except (OSError, TypeError, AttributeError):
+            _PACKS[cls] = False
+    return _PACKS[cls]
+
+
+def _is_lengths(t) -> bool:
+    return t.device.type == "cpu" and t.dim() == 1 and not t.is_floating_point()
 
 
 class StopRun(BaseException):
@@ -122,8 +141,14 @@ class Recorder:
         if p is not None:
             rec.param_devices.add(_device_name(p.device))
         has_cpu = has_dev = False
+        lengths_on_cpu = _packs_sequences(type(module))
         for a in args:
-            if isinstance(a, torch.Tensor):
+            if isinstance(a, PackedSequence):
+                # batch_sizes and the sort indices live on the CPU by design: only the data counts.
+                has_cpu, has_dev = self._note_input(rec, a.data, has_cpu, has_dev)
+            elif isinstance(a, torch.Tensor):
+                if lengths_on_cpu and _is_lengths(a):
+                    continue  # pack_padded_sequence(x, lengths) wants lengths on the CPU
                 has_cpu, has_dev = self._note_input(rec, a, has_cpu, has_dev)
             elif isinstance(a, (tuple, list)):
                 for x in a:

@@ -36,12 +36,7 @@ TIMEOUT = 240
 MAX_STEPS = 12
 # Correct migrations that verify fails today, each with why. Kept strict: the test fails once
 # verify passes them, so that the entry is removed.
-KNOWN_VERIFY_FALSE_ALARMS = {
-    # pack_padded_sequence wants `lengths` on the CPU (torch copies it there itself), and the
-    # PackedSequence it makes keeps batch_sizes on the CPU by design; verify's audit reports both
-    # as CPU tensors reaching a device module (CG102), though the losses match.
-    "21_packed_lengths.py": "CG102",
-}
+KNOWN_VERIFY_FALSE_ALARMS: dict[str, str] = {}
 
 
 def _expected(path):
