@@ -477,6 +477,8 @@ class Analyzer:
             name = param.name.value
             self.facts.names_in_use.add(name)
             value = bound_args[index] if index < len(bound_args) and index < len(positional) else kwargs.get(name)
+            if value is None and owner is not None and owner.class_value is not None and node.name.value == "__init__":
+                value = owner.class_value.constructor_args.get(name)  # FocalLoss(alpha=torch.tensor(...))
             if value is None and param.default is not None:
                 value = self.expr(param.default, function.def_scope)  # type: ignore[arg-type]
             scope.names[name] = value
@@ -850,6 +852,9 @@ class Analyzer:
                 places = {self.facts.place(body), self.facts.place(orelse)}
                 return Value(Kind.DEVICE, node, explicit=Place.DEVICE if Place.DEVICE in places else Place.CPU)
             return body if body is orelse else None
+        if isinstance(node, cst.List) and not node.elements:
+            # outputs = [] ... outputs.append(logits): a list that holds what is appended to it.
+            return Value(Kind.TENSOR, node, time=self.time, is_list=True)
         if isinstance(node, (cst.Tuple, cst.List)):
             values = [self.expr(e.value, scope) for e in node.elements]
             return self.derived(node, [v for v in values if _is_tensorish(v)])
@@ -1131,6 +1136,8 @@ class Analyzer:
         if qual.startswith("<local>.") or api.is_module_class(qual):
             values = self.args(node, scope)
             local = self.module_class_values.get(qual[8:]) if qual.startswith("<local>.") else None
+            if local is not None:
+                self.note_constructor_args(node, local, values)
             stateful = local is not None or not api.is_stateless_module(qual)
             weighted = not stateful and any(_is_tensorish(v) for v in values)
             # A loss built with weight=tensor holds it as a buffer.
@@ -1142,6 +1149,22 @@ class Analyzer:
             return self.derived(node, [v for v in values if _is_tensorish(v)])
         self.args(node, scope)
         return None
+
+    def note_constructor_args(self, node: cst.Call, cls: Value, values: list[Optional[Value]]) -> None:
+        """The tensors a module class of the file is built with, by ``__init__`` parameter: its
+        ``__init__`` is walked once, and ``self.alpha = alpha`` then holds the caller's tensor."""
+        init = cls.methods.get("__init__")
+        if init is None or init.walked or not isinstance(init.definition, cst.FunctionDef):
+            return
+        params = init.definition.params
+        names = [p.name.value for p in (*params.posonly_params, *params.params)][1:]
+        positional = [v for v, a in zip(values, node.args) if a.keyword is None and not a.star]
+        for name, value in zip(names, positional):
+            if _is_tensorish(value):
+                cls.constructor_args.setdefault(name, value)
+        for value, arg in zip(values, node.args):
+            if arg.keyword is not None and _is_tensorish(value):
+                cls.constructor_args.setdefault(arg.keyword.value, value)
 
     def torch_device(self, node: cst.Call, scope: Scope) -> Value:
         place = Place.DEVICE
@@ -1197,10 +1220,14 @@ class Analyzer:
                 receiver.class_value.holds_state = True
             if method in api.MOVE_METHODS and self.method_context is not None:
                 receiver.class_value.places_itself = True  # self.to(device) / self.cuda() in its own code
-        if method in api.MOVE_METHODS:
+        if method in api.MOVE_METHODS and not (receiver is not None and receiver.is_list):
             return self.move(node, func, receiver, method, scope)
         values = self.args(node, scope)
         if receiver is None:
+            return None
+        if receiver.is_list:
+            if method in ("append", "extend", "insert"):
+                receiver.sources = (*receiver.sources, *[t for v in values for t in _tensors_of(v)])
             return None
         if receiver.kind is Kind.GENERATOR:
             return receiver if method == "manual_seed" else None  # torch.Generator().manual_seed(0)

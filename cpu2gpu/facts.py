@@ -96,6 +96,8 @@ class Value:
     # A tensor kept on a module: the attribute name and the ``self.x = ...`` statement.
     attribute_binding: Optional[tuple] = None
     cpu_inputs: frozenset = frozenset()  # module CLASS: forward's inputs that stay on the CPU (names, positions)
+    constructor_args: dict = field(default_factory=dict)  # module CLASS: __init__ parameter -> tensor given
+    is_list: bool = False  # a Python list of tensors: its sources are what was appended
     walked_until: int = 0  # FUNCTION: the time its walk ended (moves later were made by a caller)
     # Where a root was made, when that decides its rule: "module-method" (forward(),
     # init_hidden()...), "module-attribute" (self.x = ... in a module's __init__).
