@@ -816,7 +816,10 @@ class Analyzer:
             return None
         if isinstance(node, cst.Name):
             self.facts.names_in_use.add(node.value)
-            return scope.lookup(node.value)
+            value = scope.lookup(node.value)
+            if value is not None and value.origin is Origin.COMPREHENSION:
+                value.use_nodes.append(node)
+            return value
         if isinstance(node, cst.Attribute):
             return self.attribute(node, scope)
         if isinstance(node, cst.Call):
@@ -882,6 +885,12 @@ class Analyzer:
             element = self.derived(clause.iter, _tensors_of(iterable))
             for name in _target_names(clause.target):
                 inner.names[name] = element
+                if iterable is not None and iterable.kind is Kind.LOADER:
+                    # sum(loss(model(x)) for (x,) in loader): batches moved where they are used.
+                    batch = Value(Kind.BATCH, clause.target, name=name, origin=Origin.COMPREHENSION, scope=scope,
+                                  time=self.tick(), loader=iterable)
+                    self.facts.values.append(batch)
+                    inner.names[name] = batch
             for condition in clause.ifs:
                 self.expr(condition.test, inner)
             clause = clause.inner_for_in

@@ -47,6 +47,7 @@ class Origin(enum.Enum):
     CONVERSION = "conversion"  # torch.from_numpy(...): gets .to(device)
     MODULE = "module"  # Net(): gets .to(device)
     LOOP = "loop"  # for x, y in loader: moved at the top of the body
+    COMPREHENSION = "comprehension"  # (x,) in loader inside a comprehension: moved at each use
     UNPACK = "unpack"  # x, y = batch / next(iter(loader)) / batch[0]: moved right after
 
 
@@ -97,6 +98,7 @@ class Value:
     attribute_binding: Optional[tuple] = None
     cpu_inputs: frozenset = frozenset()  # module CLASS: forward's inputs that stay on the CPU (names, positions)
     constructor_args: dict = field(default_factory=dict)  # module CLASS: __init__ parameter -> tensor given
+    use_nodes: list = field(default_factory=list)  # a comprehension's batch: where it is read
     is_list: bool = False  # a Python list of tensors: its sources are what was appended
     walked_until: int = 0  # FUNCTION: the time its walk ended (moves later were made by a caller)
     # Where a root was made, when that decides its rule: "module-method" (forward(),

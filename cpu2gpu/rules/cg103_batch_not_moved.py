@@ -87,6 +87,8 @@ class BatchNotMoved(Rule):
         for value in facts.values:
             if value.kind is Kind.BATCH and value.is_root and facts.is_bound(value):
                 anchor = value.loop if value.origin is Origin.LOOP else value.binding_stmt
+                if value.origin is Origin.COMPREHENSION:
+                    anchor = None  # each on its own
                 groups.setdefault(id(anchor) if anchor is not None else id(value), []).append(value)
         for values in groups.values():
             fix = self._fix(ctx, values)
@@ -97,6 +99,10 @@ class BatchNotMoved(Rule):
     def _fix(ctx: RuleContext, values: list) -> Optional[Fix]:
         first = values[0]
         device, needs_setup = ctx.device_for(first.scope, first.time)
+        if first.origin is Origin.COMPREHENSION:
+            # No statement to add in a comprehension: each read of the batch is moved.
+            return Fix([Replace(n, lambda n, d=device: chain_to(n, d)) for n in first.use_nodes],
+                       needs_device_setup=needs_setup)
         if first.name is None or "." in first.name:
             # next(iter(loader)) or data[0] used in place: move it there.
             return Fix([Replace(first.node, lambda n, d=device: chain_to(n, d))], needs_device_setup=needs_setup)

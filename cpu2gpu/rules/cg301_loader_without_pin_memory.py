@@ -49,7 +49,7 @@ class LoaderWithoutPinMemory(Rule):
     def check(self, ctx: RuleContext) -> Iterator[Hit]:
         facts = ctx.facts
         to_device = {id(v.loader) for v in facts.values
-                     if v.kind is Kind.BATCH and v.origin in (Origin.LOOP, Origin.UNPACK) and facts.is_bound(v) and v.loader}
+                     if v.kind is Kind.BATCH and v.origin in (Origin.LOOP, Origin.UNPACK, Origin.COMPREHENSION) and facts.is_bound(v) and v.loader}
         torch_name = facts.torch_alias or "torch"
         for loader in facts.loaders:
             if not (loader.moved_batches or id(loader) in to_device):
