@@ -911,6 +911,9 @@ class Analyzer:
         attr = node.attr.value
         if base.kind is Kind.INSTANCE or base.kind is Kind.MODULE and base.class_value is not None:
             return base.attrs.get(attr)
+        if base.kind is Kind.MODULE and attr in ("weight", "bias") and base.stateful:
+            # model.weight of a torch.nn layer: a parameter, wherever the module is.
+            return Value(Kind.TENSOR, node, output_of=(base, self.time), time=self.time)
         if base.kind is Kind.DEVICE and attr == "type":
             return base  # torch.accelerator.current_accelerator().type: "cuda", "mps"...
         if base.kind in _TENSORISH:
@@ -1100,12 +1103,15 @@ class Analyzer:
             return self.new(Kind.TENSOR, node, scope, origin=Origin.CONVERSION)
         if qual in api.LOAD_FUNCTIONS:
             self.args(node, scope)
-            has_map_location = _call_kwarg(node, "map_location") is not None or (
-                len(node.args) > 1 and node.args[1].keyword is None
-            )
-            if not has_map_location:
+            location = _call_kwarg(node, "map_location") or (
+                node.args[1] if len(node.args) > 1 and node.args[1].keyword is None else None)
+            if location is None:
                 self.facts.loads_without_map_location.append((node, scope, self.time))
-            return None
+            # What was saved may be a whole model (torch.save(model)): it counts as one once it is
+            # called or trained; a state dict or a tensor never is. It lands where map_location says.
+            place = self.device_arg_place(location.value, scope)[0] if location is not None else None
+            return self.new(Kind.MODULE, node, scope, origin=Origin.MODULE, explicit=place,
+                            loaded_without_map_location=location is None)
         if qual.rsplit(".", 1)[-1] in ("tqdm", "trange") and qual.startswith("tqdm"):
             values = self.args(node, scope)
             return values[0] if values and values[0] is not None and values[0].kind is Kind.LOADER else None

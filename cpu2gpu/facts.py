@@ -99,7 +99,8 @@ class Value:
     cpu_inputs: frozenset = frozenset()  # module CLASS: forward's inputs that stay on the CPU (names, positions)
     constructor_args: dict = field(default_factory=dict)  # module CLASS: __init__ parameter -> tensor given
     use_nodes: list = field(default_factory=list)  # a comprehension's batch: where it is read
-    is_list: bool = False  # a Python list of tensors: its sources are what was appended
+    is_list: bool = False
+    loaded_without_map_location: bool = False  # torch.load(path): CG202 places it with map_location  # a Python list of tensors: its sources are what was appended
     walked_until: int = 0  # FUNCTION: the time its walk ended (moves later were made by a caller)
     # Where a root was made, when that decides its rule: "module-method" (forward(),
     # init_hidden()...), "module-attribute" (self.x = ... in a module's __init__).

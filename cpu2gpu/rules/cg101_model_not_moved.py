@@ -69,6 +69,8 @@ class ModelNotMoved(Rule):
                 continue
             if value.weighted_loss:
                 continue  # CG106 says it in the loss's terms
+            if value.loaded_without_map_location:
+                continue  # a whole model from torch.load: CG202's map_location=device places it
             if value.context == "module-method":
                 continue  # a layer built inside a module's method: CG111 builds it in __init__
             if any(move.place is Place.DEVICE for move in value.moves):
