@@ -95,7 +95,7 @@ class ModuleInPlainContainer(Rule):
                 if container.fixable and prefix is not None:
                     fix = Fix([Replace(container.value, lambda n, w=f"{prefix}.{wrapper}": _wrap(n, w))])
                 elif container.fixable is False:
-                    message += " (its keys may not be strings, which ModuleDict needs)"
+                    message += " (its keys are numbers; ModuleDict needs strings)"
                 yield self.hit(container.value, fix, message)
 
 
@@ -201,9 +201,29 @@ def _string_keys(value: cst.BaseExpression) -> bool:
                    for e in value.elements)
     if isinstance(value, cst.DictComp):
         key = value.key
-        return isinstance(key, (cst.SimpleString, cst.FormattedString)) or (
-            isinstance(key, cst.Call) and isinstance(key.func, cst.Name) and key.func.value == "str")
+        if isinstance(key, (cst.SimpleString, cst.FormattedString)) or (
+                isinstance(key, cst.Call) and isinstance(key.func, cst.Name) and key.func.value == "str"):
+            return True
+        # {name: nn.Linear(...) for name, n in tasks.items()}: names are strings, except the
+        # counters of range() and enumerate().
+        return isinstance(key, cst.Name) and key.value not in _counters(value.for_in)
     return True  # dict(): filled later with self.x[key] = ...; keys unknown, as with any ModuleDict
+
+
+def _counters(clause: Optional[cst.CompFor]) -> set[str]:
+    names: set[str] = set()
+    while clause is not None:
+        source = clause.iter
+        if isinstance(source, cst.Call) and isinstance(source.func, cst.Name):
+            target = clause.target
+            if source.func.value == "range" and isinstance(target, cst.Name):
+                names.add(target.value)
+            elif source.func.value == "enumerate" and isinstance(target, cst.Tuple) and target.elements \
+                    and isinstance(target.elements[0].value, cst.Name):
+                names.add(target.elements[0].value.value)
+        clause = clause.inner_for_in
+    return names
+
 
 
 def _wrap(node: cst.CSTNode, wrapper: str) -> cst.CSTNode:
