@@ -66,6 +66,8 @@ class _Frame:
         argc = frame.f_code.co_argcount + frame.f_code.co_kwonlyargcount
         self.args = set(frame.f_code.co_varnames[:argc])
         self.owner = frame.f_locals.get("self")
+        if self.owner is None and self.func.startswith("<") and frame.f_back is not None:
+            self.owner = frame.f_back.f_locals.get("self")  # a comprehension inside a method
 
     def at(self) -> str:
         return f"{self.where['file']}:{self.lineno}"
@@ -146,6 +148,35 @@ def _held_in_plain_container(owner, value):
     return None
 
 
+def _bare_move(fr: _Frame, name: str):
+    """(line, code) of a statement ``name.to(...)`` / ``name.cuda()`` alone, earlier in the function."""
+    pattern = re.compile(rf"^\s*({re.escape(name)}\.(?:to|cuda)\(.*\))\s*(?:#.*)?$")
+    for number in range(fr.frame.f_code.co_firstlineno, fr.lineno):
+        match = pattern.match(linecache.getline(fr.file, number))
+        if match:
+            return number, match.group(1)
+    return None
+
+
+def _device_argument(fr: _Frame):
+    """The name of an argument of the frame's function that is a device tensor."""
+    for name in sorted(fr.args):
+        if _on_device(fr.frame.f_locals.get(name)):
+            return name
+    return None
+
+
+def _failing_module(tb):
+    """The module whose own forward raised (a torch layer, below the user's frames)."""
+    found = None
+    while tb is not None:
+        owner = tb.tb_frame.f_locals.get("self")
+        if isinstance(owner, torch.nn.Module):
+            found = owner
+        tb = tb.tb_next
+    return found
+
+
 def _module_seen_on_device(rec, module) -> bool:
     r = rec.modules.get(id(module))
     return r is not None and r.ref() is module and r.device_calls > 0
@@ -202,6 +233,14 @@ def _frame_findings(fr: _Frame, rec, in_forward: bool):
                 continue  # an attribute of something else: named by its owner
             elif name in fr.args:
                 continue  # passed in: the caller's line names where it came from
+            elif (bare := _bare_move(fr, name)) is not None:
+                out.append((1, finding(
+                    f"{name} stayed on the CPU at {fr.at()}: `{bare[1]}` at line {bare[0]} does not move it in place; "
+                    f"write `{name} = {bare[1]}`", "CG110", fr.where)))
+            elif not in_forward and (source := _device_argument(fr)) is not None:
+                out.append((3, finding(
+                    f"{name} was created on the CPU in {fr.func}() at {fr.at()}, which works on device tensors; "
+                    f"create it with device={source}.device", "CG104", fr.where)))
             elif in_forward:
                 out.append((3, finding(
                     f"{name} was created on the CPU in {type(fr.owner).__name__}.{fr.func}() at {fr.at()}; "
@@ -241,6 +280,7 @@ def explain(exc: BaseException, tb, rec, display) -> dict | None:
         at = frames[-1].at() if frames else "an unknown line"
         return finding(f"the optimizer got a tensor that is not a leaf at {at}: nn.Parameter(...).to(device) "
                        f"returns a copy on the GPU, not the parameter; move the data first", "CG112", where)
+    tb_start = tb
     frames = _user_frames(tb, rec, display)
     deepest = frames[-1] if frames else None
     where = deepest.where if deepest else None
@@ -268,6 +308,23 @@ def explain(exc: BaseException, tb, rec, display) -> dict | None:
                            f"device at {at}: it was built, or its state loaded, before the model was moved; "
                            f"move the model first", "CG203", where)
 
+    layer = _failing_module(tb_start)
+    if layer is not None and _param_device(layer) == "cpu":
+        for fr in reversed(frames):
+            owner = fr.owner
+            if not isinstance(owner, torch.nn.Module) or owner is layer:
+                continue
+            container = _held_in_plain_container(owner, layer)
+            if container is not None:
+                return finding(
+                    f"{type(layer).__name__} is kept in the plain {type(vars(owner)[container]).__name__} "
+                    f"self.{container} of {type(owner).__name__}, so .to(device) did not move it; it stayed on the "
+                    f"CPU at {fr.at()} (use nn.ModuleList / nn.ModuleDict)", "CG109", fr.where)
+            if not any(m is layer for m in owner.modules()) and _module_seen_on_device(rec, owner):
+                return finding(
+                    f"{type(layer).__name__} is built inside {type(owner).__name__}.{fr.func}() at {fr.at()}, with "
+                    f"new CPU weights on every call; build it once in __init__", "CG111", fr.where)
+            break
     modules = []
     for depth, fr in enumerate(reversed(frames)):
         in_forward = isinstance(fr.owner, torch.nn.Module)
