@@ -237,7 +237,7 @@ def _frame_findings(fr: _Frame, rec, in_forward: bool):
                 out.append((1, finding(
                     f"{name} stayed on the CPU at {fr.at()}: `{bare[1]}` at line {bare[0]} does not move it in place; "
                     f"write `{name} = {bare[1]}`", "CG110", fr.where)))
-            elif not in_forward and (source := _device_argument(fr)) is not None:
+            elif not in_forward and name in fr.frame.f_locals and (source := _device_argument(fr)) is not None:
                 out.append((3, finding(
                     f"{name} was created on the CPU in {fr.func}() at {fr.at()}, which works on device tensors; "
                     f"create it with device={source}.device", "CG104", fr.where)))

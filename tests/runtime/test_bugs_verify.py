@@ -117,3 +117,30 @@ def test_rewrites_pass_on_sim_and_reach_the_losses_of_the_fix(tmp_path, monkeypa
             problems.append(f"{case}: on the CPU the rewrite does not learn what fixed.py learns: {diff[0]!r} "
                             f"against {diff[1]!r}")
     assert not problems, "\n".join(problems)
+
+
+def _rule(src: str) -> str:
+    return re.search(r"^# rule: *(CG\d+)", src, re.M).group(1)
+
+
+# Silent bugs: the parameter moved at creation trains nothing on the GPU but raises nothing.
+SILENT = {"CG112"}
+
+
+def test_verify_names_the_rule_that_catches_each_crash(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    crashes = [case for case in CASES if _rule((BUGS / case / "bug.py").read_text()) not in SILENT]
+
+    def job(case):
+        script = BUGS / case / "bug.py"
+        return case, verify(str(script), device="sim", cwd=str(script.parent), timeout=TIMEOUT, jobs=1, max_steps=8)
+
+    with ThreadPoolExecutor(WORKERS) as pool:
+        results = dict(pool.map(job, crashes))
+    wrong = []
+    for case in crashes:
+        rep, want = results[case], _rule((BUGS / case / "bug.py").read_text())
+        named = [r.get("rule") for r in rep["reasons"]]
+        if rep["verdict"] != "fail" or want not in named:
+            wrong.append(f"{case}: verify says {rep['verdict']} with {named}, not {want}")
+    assert not wrong, "\n".join(wrong)
