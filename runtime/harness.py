@@ -74,6 +74,15 @@ class ModuleRecord:
         self.input_devices: set = set()
 
 
+def _non_leaf_attribute(module):
+    """A tensor attribute computed from a parameter (``nn.Parameter(t).to(device)``): not registered,
+    never trained. The name, or None."""
+    for name, value in vars(module).items():
+        if isinstance(value, torch.Tensor) and value.grad_fn is not None and not isinstance(value, torch.nn.Parameter):
+            return name
+    return None
+
+
 def _first_tensor(module):
     p = next(module.parameters(), None)
     return p if p is not None else next(module.buffers(), None)
@@ -131,6 +140,8 @@ class Recorder:
         rec = self.modules.get(id(module))
         if rec is None or rec.ref() is not module:
             rec = self.modules[id(module)] = ModuleRecord(module)
+            if _non_leaf_attribute(module) is not None:
+                self._event("non-leaf-parameter", rec)
         elif rec.param is None:
             rec.param = _first_tensor(module)
         rec.calls += 1

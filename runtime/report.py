@@ -72,6 +72,7 @@ _EVENTS = {
     "cpu-input-to-device-module": "a CPU tensor reached device module",
     "device-input-to-cpu-module": "a device tensor reached CPU module",
     "mixed-inputs": "CPU and device tensors together reached",
+    "non-leaf-parameter": "a parameter moved at creation (a non-leaf tensor, never trained) in",
 }
 _STATUS = {"max_steps": "max-steps"}
 

@@ -66,6 +66,11 @@ def judge(specs: list, results: list, rtol=None) -> dict:
                 spec, f"no module ran on the device in the {spec.mode} run: the model (and its inputs) were "
                       f"never moved to the GPU", "CG101", "model-not-moved"))
         for e in res.get("events", []):
+            if e["kind"] == "non-leaf-parameter" and spec.mode in ("cuda", "sim"):
+                reasons.append(_reason(
+                    spec, f"{e['module']} holds a tensor computed from a parameter (nn.Parameter(...).to(device)): "
+                          f"it is not registered and never trained", "CG112", "parameter-moved-at-creation",
+                    e.get("where")))
             if e["kind"] == "cpu-input-to-device-module" and res["status"] in OK:
                 w = e.get("where") or {}
                 at = f" at {w['file']}:{w['line']}" if w.get("file") else ""
