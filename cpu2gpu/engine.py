@@ -6,6 +6,7 @@ import ast
 import re
 import sys
 import threading
+from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from typing import Iterable, Optional, Sequence, Union
 
@@ -73,11 +74,31 @@ def select_rules(select: Sequence[str] = (), ignore: Sequence[str] = (), extend_
     return chosen
 
 
+# The sources of the last few parsed modules (libcst nodes take no weak references): ``locate``
+# reads a file's lines for ``# noqa`` without generating its code again, which costs half a parse.
+_RECENT_SOURCES: "OrderedDict[int, tuple[cst.Module, Source]]" = OrderedDict()
+_RECENT_LIMIT = 4
+
+
+def source_text(module: cst.Module) -> str:
+    entry = _RECENT_SOURCES.get(id(module))
+    if entry is None or entry[0] is not module:
+        return module.code
+    source = entry[1]
+    return source if isinstance(source, str) else source.decode(module.encoding)
+
+
+def _remember(module: cst.Module, source: Source) -> None:
+    _RECENT_SOURCES[id(module)] = (module, source)
+    while len(_RECENT_SOURCES) > _RECENT_LIMIT:
+        _RECENT_SOURCES.popitem(last=False)
+
+
 def parse(source: Source) -> cst.Module:
     if (b"\x00" if isinstance(source, bytes) else "\x00") in source:
         raise SourceError("binary file (it contains NUL bytes), not Python source")
     try:
-        return cst.parse_module(source)
+        module = cst.parse_module(source)
     except cst.ParserSyntaxError as error:
         # Python's own parser names the place and the cause more precisely than libcst's.
         try:
@@ -92,6 +113,8 @@ def parse(source: Source) -> cst.Module:
         raise SourceError(f"cannot decode the file: {error}") from None
     except SyntaxError as error:  # from the encoding detection: an unknown coding line, UTF-16 bytes
         raise SourceError(f"cannot decode the file: {error.msg}") from None
+    _remember(module, source)
+    return module
 
 
 # A tree nested thousands deep (a string made of thousands of implicit concatenations, as in
@@ -182,7 +205,7 @@ def locate(analysis: Analysis, path: str, suppressed: Optional[list[Hit]] = None
     if not analysis.hits:
         return []
     positions = MetadataWrapper(analysis.module, unsafe_skip_copy=True).resolve(PositionProvider)
-    lines = analysis.module.code.splitlines()
+    lines = source_text(analysis.module).splitlines()
     located = []
     for hit in analysis.hits:
         where = positions[hit.node]
@@ -248,7 +271,7 @@ def _fixed_bytes(module: cst.Module, path: str, rules: Sequence[Rule], unsafe_fi
     if not hits:
         return None
     if has_noqa is None:
-        has_noqa = "noqa" in module.code
+        has_noqa = "noqa" in source_text(module)
     if has_noqa:
         analysis, located = locate_with_noqa(analysis, path, rules, device_expression)
         hits = [hit for _, hit in located]
