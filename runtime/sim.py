@@ -672,6 +672,8 @@ def _sim_deserialize(obj, location):
 def _to_sim_tree(obj):
     if isinstance(obj, SimTensor):
         return obj
+    if isinstance(obj, torch.nn.Module):
+        return obj.to("cuda")  # a whole pickled model: map_location puts its parameters on the device
     if isinstance(obj, torch.nn.Parameter):
         return torch.nn.Parameter(_to_sim_tree(obj.data), obj.requires_grad)
     if isinstance(obj, torch.Tensor):

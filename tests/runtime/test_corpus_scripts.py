@@ -36,12 +36,7 @@ TIMEOUT = 240
 MAX_STEPS = 12
 # Correct migrations that verify fails today, each with why. Kept strict: the test fails once
 # verify passes them, so that the entry is removed.
-KNOWN_VERIFY_FALSE_ALARMS: dict[str, str] = {
-    # torch.load(..., map_location=device) of a whole pickled module puts its parameters on the
-    # device on real CUDA; the simulated torch.load maps tensors, dicts and lists, not modules
-    # (runtime/sim.py _to_sim_tree), so the model stays on the CPU there and meets device data.
-    "28_load_full_model.py": "CG101",
-}
+KNOWN_VERIFY_FALSE_ALARMS: dict[str, str] = {}
 
 
 def _expected(path):
