@@ -137,11 +137,16 @@ def _plain_attribute(name, value, fr: _Frame):
     return None
 
 
+_MODULE_INTERNALS = frozenset(vars(torch.nn.Module()))
+
+
 def _held_in_plain_container(owner, value):
     """The attribute of ``owner`` (a plain list, tuple or dict) that holds ``value``, if any."""
     if not isinstance(owner, torch.nn.Module):
         return None
     for attr, held in vars(owner).items():
+        if attr in _MODULE_INTERNALS:
+            continue  # _modules, _parameters, _buffers: where a module registers what it holds
         items = held.values() if isinstance(held, dict) else held if isinstance(held, (list, tuple)) else ()
         if any(item is value for item in items):
             return attr
