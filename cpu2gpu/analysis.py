@@ -781,6 +781,7 @@ class Analyzer:
             if self.method_context is not None and kind is Kind.MODULE \
                     and self.method_context[0].name.value != "__init__":
                 value.context = "module-method"  # a layer built on every call: CG111
+                value.method = self.method_context[0]
             if self.method_context is not None and kind is Kind.TENSOR:
                 method, method_input = self.method_context
                 if method.name.value != "__init__":

@@ -107,12 +107,6 @@ def _containers(facts: Facts, classdef: cst.ClassDef) -> list[_Container]:
         me = classdefs.self_name(function)
         local_modules: set[str] = set()
         local_lists: dict[str, bool] = {}  # layers = [] ... layers.append(nn.Linear(...))
-        for node in _walk(function.body):
-            if isinstance(node, (cst.Arg, cst.StarredElement)) and (getattr(node, "star", "") == "*"
-                                                                     or isinstance(node, cst.StarredElement)):
-                name = classdefs.self_attribute(node.value, me)
-                if name is not None:
-                    starred.add(name)
         for _, small in classdefs.simple_statements(function.body):
             if isinstance(small, cst.Assign) and len(small.targets) == 1:
                 target, value = small.targets[0].target, small.value
@@ -154,6 +148,16 @@ def _containers(facts: Facts, classdef: cst.ClassDef) -> list[_Container]:
                         found[attribute].holds_modules = True
                     elif isinstance(call.func.value, cst.Name) and call.func.value.value in local_lists and holds:
                         local_lists[call.func.value.value] = True
+    if not any(c.holds_modules for c in found.values()):
+        return []
+    # Read the whole class only now (rarely): nn.Sequential(*self.layers) registers them there.
+    for function in classdefs.methods(classdef):
+        me = classdefs.self_name(function)
+        for node in _walk(function.body):
+            if (isinstance(node, cst.Arg) and node.star == "*") or isinstance(node, cst.StarredElement):
+                name = classdefs.self_attribute(node.value, me)
+                if name is not None:
+                    starred.add(name)
     return [c for name, c in found.items() if name not in starred]
 
 

@@ -8,7 +8,7 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from .. import classdefs
-from ..facts import Facts
+from ..facts import Facts, Kind
 from ..fixes import Fix, InsertAfter, Replace
 from .base import Hit, Invalid, Rule, RuleContext
 
@@ -76,14 +76,25 @@ class ModuleCreatedInForward(Rule):
 
     def check(self, ctx: RuleContext) -> Iterator[Hit]:
         facts = ctx.facts
+        # The analysis marks modules built in a module's methods; only their classes are read here.
+        built: dict[int, list] = {}
+        for value in facts.values:
+            if value.kind is Kind.MODULE and value.context == "module-method" and value.method is not None:
+                built.setdefault(id(value.method), []).append(value.node)
+        if not built:
+            return
         for classdef in facts.module_class_defs.values():
-            yield from self._class(facts, classdef)
+            if any(id(s) in built for s in classdef.body.body):
+                yield from self._class(facts, classdef, built)
 
-    def _class(self, facts: Facts, classdef: cst.ClassDef) -> Iterator[Hit]:
+    def _class(self, facts: Facts, classdef: cst.ClassDef, built: dict) -> Iterator[Hit]:
         init = classdefs.method(classdef, "__init__")
         init_self = classdefs.self_name(init) if init is not None else None
-        taken = _attributes(classdef)
+        taken: Optional[set[str]] = None
         for function in _per_step_methods(classdef):
+            nodes = built.get(id(function))
+            if not nodes:
+                continue
             me = classdefs.self_name(function)
             lazy = set()  # if self.fc is None: self.fc = nn.Linear(...): built once, on purpose
             named: dict[int, str] = {}
@@ -94,13 +105,14 @@ class ModuleCreatedInForward(Rule):
                         lazy.add(id(small.value))
                     elif isinstance(target, cst.Name):
                         named[id(small.value)] = target.value
-            for node in _calls(function.body):
+            for node in nodes:
                 layer = classdefs.module_built(facts, node, stateful_only=True)
                 if layer is None or id(node) in lazy:
                     continue
                 message = self.message.format(layer=_short(node), method=function.name.value)
                 fix = None
                 if init is not None and init_self == me and _hoistable(node, me):
+                    taken = taken if taken is not None else _attributes(classdef)
                     attribute = _free_name(named.get(id(node)) or layer.lower(), taken)
                     taken.add(attribute)
                     code = cst.Module([]).code_for_node(node)
