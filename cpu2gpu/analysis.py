@@ -15,6 +15,7 @@ import libcst as cst
 
 from . import torchapi as api
 from .facts import Facts, Hardcoded, Kind, Move, Origin, Place, Use, Value
+from .classdefs import child_nodes
 from .imports import ImportTable, dotted
 
 _TENSORISH = (Kind.TENSOR, Kind.BATCH)
@@ -144,7 +145,7 @@ def _mentions_guard(node: cst.CSTNode) -> bool:
         elif isinstance(current, cst.SimpleString):
             if "cuda" in current.value.lower():
                 return True
-        stack.extend(current.children)
+        stack.extend(child_nodes(current))
     return False
 
 
@@ -402,7 +403,7 @@ class Analyzer:
         stack: list[cst.CSTNode] = [forward.body]
         while stack:
             node = stack.pop()
-            stack.extend(node.children)
+            stack.extend(child_nodes(node))
             if not isinstance(node, cst.Call) or self.imports.resolve(node.func) != _PACK_PADDED:
                 continue
             lengths = _call_kwarg(node, "lengths") or next(
@@ -641,8 +642,9 @@ class Analyzer:
         self.bind(call.func.value, value, stmt, call, scope)
 
     def generic(self, node: cst.CSTNode, scope: Scope) -> None:
-        """Walk the children of a node the analysis has no special reading for."""
-        for child in node.children:
+        """Walk the children of a node the analysis has no special reading for (in field order,
+        which for these nodes is their order in the source)."""
+        for child in child_nodes(node):
             if isinstance(child, cst.BaseExpression):
                 self.expr(child, scope)
             elif isinstance(child, cst.BaseStatement):

@@ -153,20 +153,12 @@ def _containers(facts: Facts, classdef: cst.ClassDef) -> list[_Container]:
     # Read the whole class only now (rarely): nn.Sequential(*self.layers) registers them there.
     for function in classdefs.methods(classdef):
         me = classdefs.self_name(function)
-        for node in _walk(function.body):
+        for node in classdefs.walk(function.body):
             if (isinstance(node, cst.Arg) and node.star == "*") or isinstance(node, cst.StarredElement):
                 name = classdefs.self_attribute(node.value, me)
                 if name is not None:
                     starred.add(name)
     return [c for name, c in found.items() if name not in starred]
-
-
-def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(current.children)
 
 
 def _kind(value: cst.BaseExpression) -> Optional[str]:

@@ -151,7 +151,7 @@ def _calls(node: cst.CSTNode) -> Iterator[cst.Call]:
         if isinstance(current, cst.Call):
             yield current
         if not isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) or current is node:
-            stack.extend(reversed(current.children))
+            stack.extend(reversed(list(classdefs.child_nodes(current))))
 
 
 def _hoistable(call: cst.Call, me: Optional[str]) -> bool:
@@ -179,7 +179,7 @@ def _attributes(classdef: cst.ClassDef) -> set[str]:
             name = classdefs.self_attribute(node, me)
             if name is not None:
                 names.add(name)
-            stack.extend(node.children)
+            stack.extend(classdefs.child_nodes(node))
     return names
 
 

@@ -159,7 +159,7 @@ def _find_uses(function: cst.FunctionDef, aliases: dict[str, _Alias]) -> None:
     while stack:
         node, parent = stack.pop()
         nodes.append((node, parent))
-        stack.extend((child, node) for child in node.children)
+        stack.extend((child, node) for child in classdefs.child_nodes(node))
     parents = {id(n): p for n, p in nodes}
     for node, parent in nodes:
         name = classdefs.self_attribute(node, me)
