@@ -11,11 +11,11 @@ from dataclasses import asdict, dataclass
 from typing import Iterable, Optional, Sequence, Union
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from .analysis import analyze
 from .facts import Facts
 from .fixes import Fix, apply_edits, plan_device_setup
+from .positions import node_positions
 from .rules import ALL_RULES, Hit, Rule, RuleContext
 from .syntax import python_syntax_error
 
@@ -204,8 +204,9 @@ def locate(analysis: Analysis, path: str, suppressed: Optional[list[Hit]] = None
     (collected in ``suppressed`` when it is given)."""
     if not analysis.hits:
         return []
-    positions = MetadataWrapper(analysis.module, unsafe_skip_copy=True).resolve(PositionProvider)
-    lines = source_text(analysis.module).splitlines()
+    source = source_text(analysis.module)
+    positions = node_positions(analysis.module, [hit.node for hit in analysis.hits], source)
+    lines = source.splitlines()
     located = []
     for hit in analysis.hits:
         where = positions[hit.node]
