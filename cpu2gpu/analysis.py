@@ -217,8 +217,8 @@ class Analyzer:
         try:
             for stmt in body:
                 self.statement(stmt, scope)
-                if isinstance(stmt, cst.If) and stmt.orelse is None and _mentions_guard(stmt.test) \
-                        and _leaves_block(stmt.body):
+                if isinstance(stmt, cst.If) and stmt.orelse is None and _leaves_block(stmt.body) \
+                        and _mentions_guard(stmt.test):
                     # if not torch.cuda.is_available(): return ... -> what follows runs with a GPU
                     guards += 1
                     self.guard_depth += 1
