@@ -13,9 +13,10 @@ from typing import Iterable, Optional, Sequence, Union
 
 import libcst as cst
 
+from . import classdefs
 from . import torchapi as api
+from .classdefs import child_nodes, walk
 from .facts import Facts, Hardcoded, Kind, Move, Origin, Place, Use, Value
-from .classdefs import child_nodes
 from .imports import ImportTable, dotted
 
 _TENSORISH = (Kind.TENSOR, Kind.BATCH)
@@ -135,9 +136,7 @@ def _is_cuda_literal(node: cst.CSTNode) -> bool:
 
 def _mentions_guard(node: cst.CSTNode) -> bool:
     """Whether an ``if`` test looks at the GPU (``torch.cuda.is_available()``, ``use_cuda``...)."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
+    for current in walk(node):
         if isinstance(current, cst.Name):
             lowered = current.value.lower()
             if any(word in lowered for word in _GUARD_WORDS):
@@ -145,7 +144,6 @@ def _mentions_guard(node: cst.CSTNode) -> bool:
         elif isinstance(current, cst.SimpleString):
             if "cuda" in current.value.lower():
                 return True
-        stack.extend(child_nodes(current))
     return False
 
 
@@ -394,16 +392,12 @@ class Analyzer:
     def cpu_inputs(self, classdef: cst.ClassDef) -> frozenset:
         """The inputs of ``forward`` that must stay on the CPU: the lengths given to
         ``pack_padded_sequence`` ("lengths ... must be a 1D CPU int64 tensor"). By name and position."""
-        forward = next((s for s in classdef.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "forward"),
-                       None)
+        forward = classdefs.method(classdef, "forward")
         if forward is None:
             return frozenset()
         params = [p.name.value for p in (*forward.params.posonly_params, *forward.params.params)][1:]
         found: set = set()
-        stack: list[cst.CSTNode] = [forward.body]
-        while stack:
-            node = stack.pop()
-            stack.extend(child_nodes(node))
+        for node in walk(forward.body):
             if not isinstance(node, cst.Call) or self.imports.resolve(node.func) != _PACK_PADDED:
                 continue
             lengths = _call_kwarg(node, "lengths") or next(
@@ -1142,7 +1136,7 @@ class Analyzer:
                 self.facts.uses.append(Use("train", node, self.time, module=module))
             self._params_seen = []
             return Value(Kind.OPTIMIZER, node, time=self.time, module_of=trained[0] if trained else None)
-        if qual in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
+        if qual in api.PARAMETER_CLASSES:
             values = self.args(node, scope)
             result = self.derived(node, values[:1])
             if result is not None:

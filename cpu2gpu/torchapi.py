@@ -87,6 +87,8 @@ OPTIMIZER_PREFIX = "torch.optim."
 
 LOAD_FUNCTIONS = frozenset({"torch.load"})
 
+PARAMETER_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
+
 
 def is_module_class(qualname: str) -> bool:
     """A torch.nn class (layer, container, loss) or a model-zoo factory."""

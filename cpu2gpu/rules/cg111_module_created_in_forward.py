@@ -173,13 +173,7 @@ def _attributes(classdef: cst.ClassDef) -> set[str]:
     names = {f.name.value for f in classdefs.methods(classdef)}
     for function in classdefs.methods(classdef):
         me = classdefs.self_name(function)
-        stack: list[cst.CSTNode] = [function.body]
-        while stack:
-            node = stack.pop()
-            name = classdefs.self_attribute(node, me)
-            if name is not None:
-                names.add(name)
-            stack.extend(classdefs.child_nodes(node))
+        names.update(n for node in classdefs.walk(function.body) if (n := classdefs.self_attribute(node, me)))
     return names
 
 

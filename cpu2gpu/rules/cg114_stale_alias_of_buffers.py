@@ -8,6 +8,7 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from .. import classdefs
+from .. import torchapi as api
 from ..facts import Facts
 from ..fixes import Fix, Replace
 from .base import Hit, Invalid, Rule, RuleContext
@@ -103,7 +104,7 @@ def _registered(facts: Facts, init: cst.FunctionDef, me: Optional[str]) -> set[s
         elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(value, cst.Call):
             attribute = classdefs.self_attribute(small.targets[0].target, me)
             qual = classdefs.qualified(facts, value.func)
-            if attribute is not None and qual in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
+            if attribute is not None and qual in api.PARAMETER_CLASSES:
                 names.add(attribute)
     return names
 
