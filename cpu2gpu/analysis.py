@@ -741,6 +741,8 @@ class Analyzer:
                 and value.method.name.value == "__init__":
             value.context = "module-attribute"
             value.attribute_binding = (target.attr.value, stmt)
+            if owner.class_value is not None:
+                owner.class_value.holds_state = True  # a buffer once migrated (CG105): its inputs go to the device
         elif value.kind is Kind.TENSOR and not value.is_root and value.explicit is None and value.output_of is None \
                 and value.node is value_node and self.method_context is not None \
                 and self.method_context[0].name.value == "__init__":
