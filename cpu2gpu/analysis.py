@@ -77,6 +77,20 @@ class Scope:
         return None
 
 
+_EXPRESSION, _STATEMENT, _SMALL, _OTHER = "expression", "statement", "small statement", "other"
+_ROLES: dict[type, str] = {}
+
+
+def _role(kind: type) -> str:
+    """What a node type is to the analysis, remembered per type (isinstance on libcst's ABCs is slow)."""
+    role = _ROLES.get(kind)
+    if role is None:
+        role = _ROLES[kind] = (_EXPRESSION if issubclass(kind, cst.BaseExpression) else
+                               _STATEMENT if issubclass(kind, cst.BaseStatement) else
+                               _SMALL if issubclass(kind, cst.BaseSmallStatement) else _OTHER)
+    return role
+
+
 def _is_tensorish(value: Optional[Value]) -> bool:
     return value is not None and value.kind in _TENSORISH
 
@@ -111,7 +125,7 @@ def _target_names(target: cst.BaseExpression) -> list[str]:
 
 
 def _string_value(node: cst.CSTNode) -> Optional[str]:
-    if isinstance(node, cst.SimpleString):
+    if type(node) is cst.SimpleString:
         try:
             evaluated = node.evaluated_value
         except Exception:  # odd prefixes: not a device string
@@ -137,11 +151,12 @@ def _is_cuda_literal(node: cst.CSTNode) -> bool:
 def _mentions_guard(node: cst.CSTNode) -> bool:
     """Whether an ``if`` test looks at the GPU (``torch.cuda.is_available()``, ``use_cuda``...)."""
     for current in walk(node):
-        if isinstance(current, cst.Name):
+        kind = type(current)
+        if kind is cst.Name:
             lowered = current.value.lower()
             if any(word in lowered for word in _GUARD_WORDS):
                 return True
-        elif isinstance(current, cst.SimpleString):
+        elif kind is cst.SimpleString:
             if "cuda" in current.value.lower():
                 return True
     return False
@@ -228,22 +243,23 @@ class Analyzer:
 
     def statement(self, stmt: cst.CSTNode, scope: Scope) -> None:
         self.current_scope = scope
-        if isinstance(stmt, cst.BaseSmallStatement):  # the body of `if x: a = 1` on one line
-            self.small(stmt, stmt, scope)
-        elif isinstance(stmt, cst.SimpleStatementLine):
+        kind = type(stmt)
+        if kind is cst.SimpleStatementLine:
             for small in stmt.body:
                 self.current_stmt = stmt
                 self.small(small, stmt, scope)
-        elif isinstance(stmt, cst.If):
+        elif _role(kind) is _SMALL:  # the body of `if x: a = 1` on one line
+            self.small(stmt, stmt, scope)
+        elif kind is cst.If:
             self.if_statement(stmt, scope)
-        elif isinstance(stmt, cst.For):
+        elif kind is cst.For:
             self.for_statement(stmt, scope)
-        elif isinstance(stmt, cst.While):
+        elif kind is cst.While:
             self.expr(stmt.test, scope)
             self.guarded_block(stmt.body, scope, _mentions_guard(stmt.test))
             if stmt.orelse is not None:
                 self.block(self.body_of(stmt.orelse.body), scope)
-        elif isinstance(stmt, cst.With):
+        elif kind is cst.With:
             for item in stmt.items:
                 value = self.expr(item.item, scope)
                 if item.asname is not None:
@@ -257,11 +273,11 @@ class Analyzer:
                 self.block(self.body_of(stmt.orelse.body), scope)
             if stmt.finalbody is not None:
                 self.block(self.body_of(stmt.finalbody.body), scope)
-        elif isinstance(stmt, cst.FunctionDef):
+        elif kind is cst.FunctionDef:
             function = Value(Kind.FUNCTION, stmt, name=stmt.name.value, definition=stmt, def_scope=scope)
             scope.names[stmt.name.value] = function
             self.deferred.append((function, None))
-        elif isinstance(stmt, cst.ClassDef):
+        elif kind is cst.ClassDef:
             self.class_def(stmt, scope)
         else:
             self.generic(stmt, scope)
@@ -522,7 +538,8 @@ class Analyzer:
         return function.returns
 
     def small(self, node: cst.BaseSmallStatement, stmt: cst.CSTNode, scope: Scope) -> None:
-        if isinstance(node, cst.Assign):
+        kind = type(node)
+        if kind is cst.Assign:
             if (
                 len(node.targets) == 1
                 and isinstance(node.targets[0].target, (cst.Tuple, cst.List))
@@ -556,18 +573,18 @@ class Analyzer:
             for target in node.targets:
                 self.bind(target.target, value, stmt, node.value, scope)
             self.note_device_string(node, stmt)
-        elif isinstance(node, cst.AnnAssign):
+        elif kind is cst.AnnAssign:
             value = self.expr(node.value, scope) if node.value is not None else None
             if node.value is not None:
                 self.bind(node.target, value, stmt, node.value, scope)
-        elif isinstance(node, cst.AugAssign):
+        elif kind is cst.AugAssign:
             left = self.expr(node.target, scope)
             right = self.expr(node.value, scope)
             self.op(node, [left, right])
-        elif isinstance(node, cst.Expr):
+        elif kind is cst.Expr:
             value = self.expr(node.value, scope)
             self.discarded_move(node, value, stmt, scope)
-        elif isinstance(node, cst.Return):
+        elif kind is cst.Return:
             if isinstance(node.value, cst.Tuple) and not any(isinstance(e, cst.StarredElement) for e in node.value.elements):
                 elements = tuple(self.expr(e.value, scope) for e in node.value.elements)
                 value = Value(Kind.TUPLE, node.value, elements=elements, time=self.time)
@@ -583,7 +600,7 @@ class Analyzer:
                 value.fix_node = node.value
             if self.returns:
                 self.returns[-1].append(value)
-        elif isinstance(node, (cst.Import, cst.ImportFrom)):
+        elif kind is cst.Import or kind is cst.ImportFrom:
             self.imports.add(node)
             for alias in node.names if not isinstance(node.names, cst.ImportStar) else ():
                 local = alias.evaluated_alias or alias.evaluated_name
@@ -639,11 +656,12 @@ class Analyzer:
         """Walk the children of a node the analysis has no special reading for (in field order,
         which for these nodes is their order in the source)."""
         for child in child_nodes(node):
-            if isinstance(child, cst.BaseExpression):
+            role = _role(type(child))
+            if role is _EXPRESSION:
                 self.expr(child, scope)
-            elif isinstance(child, cst.BaseStatement):
+            elif role is _STATEMENT:
                 self.statement(child, scope)
-            elif isinstance(child, cst.BaseSmallStatement):
+            elif role is _SMALL:
                 self.small(child, self.current_stmt or child, scope)
             else:
                 self.generic(child, scope)
@@ -813,35 +831,36 @@ class Analyzer:
     def expr(self, node: Optional[cst.BaseExpression], scope: Scope) -> Optional[Value]:
         if node is None:
             return None
-        if isinstance(node, cst.Name):
+        kind = type(node)  # exact types: isinstance on libcst's classes goes through ABCMeta, and is slow here
+        if kind is cst.Name:
             self.facts.names_in_use.add(node.value)
             value = scope.lookup(node.value)
             if value is not None and value.origin is Origin.COMPREHENSION:
                 value.use_nodes.append(node)
             return value
-        if isinstance(node, cst.Attribute):
+        if kind is cst.Attribute:
             return self.attribute(node, scope)
-        if isinstance(node, cst.Call):
+        if kind is cst.Call:
             return self.call(node, scope)
-        if isinstance(node, cst.BinaryOperation):
+        if kind is cst.BinaryOperation:
             left = self.expr(node.left, scope)
             right = self.expr(node.right, scope)
             self.op(node, [left, right], [node.left, node.right], scope)
             return self.derived(node, [left, right])
-        if isinstance(node, cst.Comparison):
+        if kind is cst.Comparison:
             values = [self.expr(node.left, scope)]
             values += [self.expr(c.comparator, scope) for c in node.comparisons]
             self.op(node, values, [node.left, *[c.comparator for c in node.comparisons]], scope)
             return self.derived(node, values)
-        if isinstance(node, cst.UnaryOperation):
+        if kind is cst.UnaryOperation:
             return self.derived(node, [self.expr(node.expression, scope)])
-        if isinstance(node, cst.Subscript):
+        if kind is cst.Subscript:
             return self.subscript(node, scope)
-        if isinstance(node, cst.SimpleString):
+        if kind is cst.SimpleString:
             text = _string_value(node)
             place = _device_string_place(text) if text is not None else None
             return Value(Kind.DEVICE, node, explicit=place) if place is not None else None
-        if isinstance(node, cst.IfExp):
+        if kind is cst.IfExp:
             self.expr(node.test, scope)
             guarded = _mentions_guard(node.test)
             self.guard_depth += guarded
@@ -854,23 +873,23 @@ class Analyzer:
                 places = {self.facts.place(body), self.facts.place(orelse)}
                 return Value(Kind.DEVICE, node, explicit=Place.DEVICE if Place.DEVICE in places else Place.CPU)
             return body if body is orelse else None
-        if isinstance(node, cst.List) and not node.elements:
+        if kind is cst.List and not node.elements:
             # outputs = [] ... outputs.append(logits): a list that holds what is appended to it.
             return Value(Kind.TENSOR, node, time=self.time, is_list=True)
-        if isinstance(node, (cst.Tuple, cst.List)):
+        if kind in (cst.Tuple, cst.List):
             values = [self.expr(e.value, scope) for e in node.elements]
             return self.derived(node, [v for v in values if _is_tensorish(v)])
-        if isinstance(node, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
+        if kind in (cst.ListComp, cst.GeneratorExp, cst.SetComp):
             return self.comprehension(node, scope)
-        if isinstance(node, (cst.DictComp, cst.Lambda)):
+        if kind in (cst.DictComp, cst.Lambda):
             self.generic(node, Scope(scope))
             return None
-        if isinstance(node, (cst.Await, cst.Yield, cst.StarredElement)):
+        if kind in (cst.Await, cst.Yield, cst.StarredElement):
             inner = getattr(node, "expression", None) or getattr(node, "value", None)
             if isinstance(inner, cst.BaseExpression):
                 return self.expr(inner, scope)
             return None
-        if isinstance(node, (cst.Integer, cst.Float, cst.Imaginary, cst.Ellipsis)):
+        if kind in (cst.Integer, cst.Float, cst.Imaginary, cst.Ellipsis):
             return None
         self.generic(node, scope)
         return None

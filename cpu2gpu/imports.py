@@ -10,10 +10,10 @@ import libcst as cst
 def dotted(node: cst.BaseExpression) -> Optional[str]:
     """``a.b.c`` for a chain of attributes on a name, else None."""
     parts: list[str] = []
-    while isinstance(node, cst.Attribute):
+    while type(node) is cst.Attribute:  # exact types: isinstance on libcst's classes is slow
         parts.append(node.attr.value)
         node = node.value
-    if not isinstance(node, cst.Name):
+    if type(node) is not cst.Name:
         return None
     parts.append(node.value)
     return ".".join(reversed(parts))

@@ -35,3 +35,94 @@ def test_statement_positions_match_the_whole_file(name):
     whole = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     fast = node_positions(module, [hit.node for hit in analysis.hits], source_text(module))
     assert {id(h.node): fast[h.node] for h in analysis.hits} == {id(h.node): whole[h.node] for h in analysis.hits}
+
+
+NESTED = '''import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    """A model."""
+
+    # a comment before the method
+    @staticmethod
+    @some.decorator(
+        1, 2)
+    def helper(x, y=torch.zeros(1)):
+        for step in range(3):
+            if step:
+                x = x + torch.ones(1)
+            elif step > 1:
+                x = x - torch.ones(2)
+            else:
+                x = torch.randn(
+                    4, 2)
+        while x.sum() > torch.tensor(0.0):
+            with torch.no_grad():
+                try:
+                    x = x - 1
+                except (ValueError, TypeError) as error:
+                    print(torch.arange(3), error)
+                else:
+                    y = torch.eye(2); z = torch.eye(3)
+                finally:
+                    pass
+        if x: y = torch.ones(5)
+        match x:
+            case 1:
+                y = torch.full((2,), 1.0)
+        return x \\
+            + torch.zeros(1)
+
+
+def tabs():
+\tif True:
+\t\treturn torch.zeros(3) + torch.ones(\t3)
+'''
+
+
+def _all_nodes(module):
+    import libcst as cst
+
+    from cpu2gpu.classdefs import walk
+
+    return [n for n in walk(module) if n is not module
+            and isinstance(n, (cst.BaseExpression, cst.BaseStatement, cst.BaseSmallStatement))]
+
+
+def _assert_same_as_whole_file(source: str, one_at_a_time: bool = False) -> None:
+    module = parse(source)
+    whole = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    nodes = _all_nodes(module)
+    fast = node_positions(module, nodes, source_text(module))
+    mismatched = [(type(n).__name__, fast[n], whole[n]) for n in nodes if fast[n] != whole[n]]
+    assert not mismatched
+    for node in nodes if one_at_a_time else ():  # one node at a time: the fast path for a lone statement deep inside
+        assert node_positions(module, [node], source_text(module))[node] == whole[node]
+
+
+def test_every_node_of_nested_blocks_headers_and_clauses_matches_the_whole_file(monkeypatch):
+    import cpu2gpu.positions as positions
+
+    def no_fallback(module):
+        raise AssertionError("fell back to the whole module")
+
+    monkeypatch.setattr(positions, "_whole", no_fallback)  # the statement path itself is what is tested
+    _assert_same_as_whole_file(NESTED, one_at_a_time=True)
+    _assert_same_as_whole_file(NESTED.replace("\n", "\r\n"), one_at_a_time=True)
+
+
+def test_every_node_of_every_fixture_matches_the_whole_file():
+    from pathlib import Path
+
+    files = sorted((Path(__file__).resolve().parent.parent / "fixtures").rglob("*.py"))
+    assert len(files) > 50
+    for path in files:
+        source = path.read_bytes()
+        if b"cpu2gpu-fixture: unparsable" in source:
+            continue
+        try:
+            parse(source)
+        except Exception:
+            continue  # the fixtures of bad input
+        _assert_same_as_whole_file(source.decode("utf-8", errors="replace"))
