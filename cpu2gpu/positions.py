@@ -47,8 +47,7 @@ _PYTHON_KINDS: dict[type, tuple[type, ...]] = {
 }
 if hasattr(cst, "TryStar") and hasattr(ast, "TryStar"):
     _PYTHON_KINDS[cst.TryStar] = (ast.TryStar,)
-_COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.FunctionDef,
-             ast.AsyncFunctionDef, ast.ClassDef, getattr(ast, "TryStar", ast.Try), ast.Match)
+_COMPOUND = (*(kind for kinds in _PYTHON_KINDS.values() for kind in kinds), getattr(ast, "TryStar", ast.Try))
 _SIMPLE = tuple(t for t in vars(ast).values() if isinstance(t, type) and issubclass(t, ast.stmt)
                 and t is not ast.stmt and not issubclass(t, _COMPOUND))
 
@@ -81,6 +80,7 @@ def node_positions(module: cst.Module, nodes: Iterable[cst.CSTNode], source: str
 
 
 def _whole(module: cst.Module) -> dict:
+    """The fallback: every node's position, from one code generation of the whole file."""
     return _positions(module)
 
 
