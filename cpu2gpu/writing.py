@@ -29,6 +29,7 @@ from typing import Iterator
 from .syntax import rewrite_parse_problem
 
 TEMP_SUFFIX = ".cpu2gpu-tmp"
+_CHANGED = "file changed on disk while it was being rewritten; left as it is"
 _HELD_SIGNALS = tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s)
 
 
@@ -66,7 +67,7 @@ def write_atomic(path: str, data: bytes, expected: bytes | None = None) -> None:
     with _signals_held():
         info = target.stat()
         if expected is not None and target.read_bytes() != expected:
-            raise WriteError("file changed on disk while it was being rewritten; left as it is")
+            raise WriteError(_CHANGED)
         fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=TEMP_SUFFIX, dir=str(target.parent))
         try:
             with os.fdopen(fd, "wb") as handle:
@@ -79,6 +80,9 @@ def write_atomic(path: str, data: bytes, expected: bytes | None = None) -> None:
                     os.chown(temp, info.st_uid, info.st_gid)
                 except OSError:  # not ours to give away: the file becomes the writer's
                     pass
+            if expected is not None:
+                # the temp file took time to write and sync: an edit made meanwhile must win
+                _refuse_if_moved_on(target, info, expected)
             os.replace(temp, path)
         except BaseException:
             try:
@@ -86,6 +90,14 @@ def write_atomic(path: str, data: bytes, expected: bytes | None = None) -> None:
             except FileNotFoundError:
                 pass
             raise
+
+
+def _refuse_if_moved_on(target: Path, before: os.stat_result, expected: bytes) -> None:
+    """Raise ``WriteError`` when the file is no longer the one read: content, size, mtime, inode."""
+    now = target.stat()
+    same_file = (now.st_ino, now.st_size, now.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns)
+    if not same_file or target.read_bytes() != expected:
+        raise WriteError(_CHANGED)
 
 
 @contextmanager

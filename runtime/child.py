@@ -122,7 +122,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     import torch
 
-    from . import harness
+    from . import harness, sandbox
 
     if opts.mode == "sim":
         from . import sim
@@ -136,7 +136,7 @@ def main(argv=None) -> int:
     display = _displayer(opts.workdir, opts.orig_root, opts.display_base)
     rec = harness.Recorder(opts.workdir, opts.max_steps)
     harness.install(rec)
-    harness.guard_links(opts.workdir)
+    sandbox.install(opts.workdir, opts.orig_root)
     harness.stop_on_sigterm()
     _seed(opts.seed)
     cuda_drew = harness.track_cuda_rng() if opts.mode == "cuda" else None

@@ -9,11 +9,8 @@ left on the CPU can be named as such).
 
 from __future__ import annotations
 
-import builtins
 import inspect
-import io
 import os
-import shutil
 import sys
 import time
 import weakref
@@ -306,37 +303,6 @@ def _unscale_losses(rec: Recorder) -> None:
         return out
 
     GradScaler.scale = scale
-
-
-def _inside(path: str, root: str) -> bool:
-    parent = os.path.realpath(os.path.dirname(os.path.abspath(path)))
-    return (parent + os.sep).startswith(root)
-
-
-def guard_links(workdir: str) -> None:
-    """Break a link to a large original file before the script writes to it,
-    so that the script's files are never modified."""
-    root = os.path.realpath(workdir) + os.sep
-    orig_open = builtins.open
-
-    def unlink_for_write(file, mode):
-        if not isinstance(file, (str, bytes, os.PathLike)):
-            return
-        if not any(c in mode for c in "wax+"):
-            return
-        path = os.fsdecode(file)
-        if os.path.islink(path) and _inside(path, root):
-            target = os.path.realpath(path)
-            os.unlink(path)
-            if "w" not in mode and "x" not in mode:
-                shutil.copy2(target, path)  # append or update: start from a copy
-
-    def guarded_open(file, mode="r", *args, **kwargs):
-        unlink_for_write(file, mode)
-        return orig_open(file, mode, *args, **kwargs)
-
-    builtins.open = guarded_open
-    io.open = guarded_open
 
 
 def hide_cuda() -> None:

@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -25,6 +26,7 @@ LINK_OVER_BYTES = 16 * 1024 * 1024  # larger files are linked, not copied
 COPY_BUDGET_BYTES = 256 * 1024 * 1024  # past this, every file is linked
 COPY_BUDGET_FILES = 5000
 TAIL_CHARS = 4000
+FICLONE = 0x40049409  # linux/fs.h: _IOW(0x94, 9, int)
 
 
 @dataclass
@@ -48,9 +50,33 @@ def choose_root(script: str, cwd: str) -> str:
     return script_dir
 
 
-def copy_tree(src: str, dst: str) -> None:
-    """Copy `src` to `dst`; large files (and all files past the budget) become links."""
+def clone_file(src: str, dst: str) -> bool:
+    """A copy-on-write clone (reflink) of ``src`` at ``dst``, where the file system has them:
+    instant, no extra space, and a write to it never reaches ``src``."""
+    try:
+        import fcntl
+    except ImportError:
+        return False
+    try:
+        with open(src, "rb") as s, open(dst, "wb") as d:
+            fcntl.ioctl(d.fileno(), FICLONE, s.fileno())
+    except OSError:
+        try:
+            os.unlink(dst)
+        except OSError:
+            pass
+        return False
+    shutil.copystat(src, dst)
+    return True
+
+
+def copy_tree(src: str, dst: str) -> list:
+    """Copy `src` to `dst`, cloning files where the file system can; large files (and all files
+    past the budget) that cannot be cloned become links, which the child never writes through
+    (``sandbox``). Returns the linked originals with their size and mtime, to compare after."""
     copied_bytes = copied_files = 0
+    linked = []
+    can_clone = True
     for dirpath, dirnames, filenames in os.walk(src):
         dirnames[:] = [
             d for d in dirnames
@@ -70,16 +96,38 @@ def copy_tree(src: str, dst: str) -> None:
                 if os.path.islink(s):
                     os.symlink(os.path.realpath(s), t)
                     continue
-                size = os.path.getsize(s)
+                info = os.stat(s)
+                if not stat.S_ISREG(info.st_mode):
+                    continue  # a FIFO or a device: reading it could block the copy
+                size = info.st_size
                 over_budget = copied_bytes + size > COPY_BUDGET_BYTES or copied_files >= COPY_BUDGET_FILES
                 if size > LINK_OVER_BYTES or over_budget:
+                    if can_clone and clone_file(s, t):
+                        continue
+                    can_clone = False  # one refusal says it for the whole file system
                     os.symlink(s, t)
+                    linked.append((s, info.st_size, info.st_mtime_ns))
                 else:
                     shutil.copy2(s, t)
                     copied_bytes += size
                     copied_files += 1
             except OSError:
                 continue  # unreadable or vanished: the script would not get it either
+    return linked
+
+
+def changed_originals(linked: list) -> list:
+    """The linked originals whose size or mtime moved during the run."""
+    changed = []
+    for path, size, mtime_ns in linked:
+        try:
+            info = os.stat(path)
+        except OSError:
+            changed.append(path)
+            continue
+        if (info.st_size, info.st_mtime_ns) != (size, mtime_ns):
+            changed.append(path)
+    return changed
 
 
 def _tail(path: str) -> str:
@@ -111,7 +159,7 @@ def run(spec: RunSpec, *, max_steps=None, seed=0, timeout=600.0, cwd=None, keep=
     root = choose_root(script, cwd)
     tmp = tempfile.mkdtemp(prefix="cpu2gpu-verify-")
     work = os.path.join(tmp, "work", os.path.basename(root) or "root")
-    copy_tree(root, work)
+    linked = copy_tree(root, work)
     run_script = os.path.join(work, os.path.relpath(script, root))
     in_root = cwd == root or cwd.startswith(root + os.sep)
     run_cwd = os.path.join(work, os.path.relpath(cwd, root)) if in_root else os.path.dirname(run_script)
@@ -166,6 +214,14 @@ def run(spec: RunSpec, *, max_steps=None, seed=0, timeout=600.0, cwd=None, keep=
     elif result is None:
         result = _failed_result(spec, "crashed", f"the child exited with code {proc.returncode} "
                                                  f"without a result")
+    touched = changed_originals(linked)
+    if touched:  # a native writer the sandbox does not see: fail loudly, never pass
+        result["status"] = "wrote-originals"
+        result["exception"] = {"type": "WroteOriginals", "file": None, "line": None, "source": None,
+                               "traceback": "", "message": "the run changed files of the original folder: "
+                               + ", ".join(touched)}
+        result["diagnosis"] = {"cause": "the run wrote into the original folder through a link: "
+                               + ", ".join(touched), "rule": None, "rule_name": None, "where": None}
     result["wall_seconds"] = wall
     result["returncode"] = proc.returncode
     result["stdout_tail"] = _tail(out_path)

@@ -172,6 +172,31 @@ def test_file_changed_since_read_is_refused(tmp_path):
     assert path.read_text() == "import torch  # edited meanwhile\n"
 
 
+@pytest.mark.parametrize("edit", ["other bytes", "same bytes, new mtime", "same size"])
+def test_edit_made_while_the_temp_file_is_written_wins(cli, tmp_path, monkeypatch, edit):
+    """The window between the first check and the rename: the user's edit is kept, exit 2."""
+    path = tmp_path / "train.py"
+    path.write_text(CPU_SCRIPT)
+    edited = {
+        "other bytes": CPU_SCRIPT + "# the user's edit\n",
+        "same bytes, new mtime": CPU_SCRIPT,
+        "same size": CPU_SCRIPT.replace("(1, 1)", "(2, 2)"),
+    }[edit]
+    real_fsync = os.fsync
+
+    def fsync_while_the_user_saves(fd):
+        real_fsync(fd)
+        path.write_text(edited)
+        stamp = path.stat().st_mtime_ns + 1_000_000  # a save within the clock's tick still moves it
+        os.utime(path, ns=(stamp, stamp))
+
+    monkeypatch.setattr(os, "fsync", fsync_while_the_user_saves)
+    code, out, err = cli("rewrite", "--in-place", str(path))
+    assert code == 2 and "changed on disk while it was being rewritten" in err
+    assert path.read_text() == edited
+    assert no_temp_files(tmp_path)
+
+
 def test_failed_write_leaves_no_temp_file(tmp_path, monkeypatch):
     path = tmp_path / "train.py"
     path.write_text(CPU_SCRIPT)

@@ -200,3 +200,59 @@ def test_cli_exit_codes_and_json(fixtures_dir, monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # as if torch were not installed
     missing = cli.invoke(verify_cmd, ["linreg_migrated.py"])
     assert missing.exit_code == 2 and "pip install 'cpu2gpu[runtime]'" in missing.output
+
+
+LINKED = ("ckpt.pt", "arr.npy", "raw.bin", "log.bin", "copied.bin", "path.bin", "shell.bin")
+
+
+def _project_with_large_files(fixtures_dir, tmp_path):
+    src = tmp_path / "project"
+    src.mkdir()
+    (src / "train.py").write_text(open(os.path.join(fixtures_dir, "writes_linked_files.py")).read())
+    for i, name in enumerate(LINKED):
+        (src / name).write_bytes(bytes([i + 1]) * 4096)
+    return src
+
+
+def test_writers_never_reach_the_originals_of_linked_files(fixtures_dir, tmp_path, monkeypatch):
+    pytest.importorskip("numpy")
+    src = _project_with_large_files(fixtures_dir, tmp_path)
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in src.iterdir()}
+    monkeypatch.setattr(runner, "LINK_OVER_BYTES", 1000)  # every data file is large
+    monkeypatch.setattr(runner, "clone_file", lambda s, t: False)  # as on a file system without reflinks
+
+    rep = verify(str(src / "train.py"), device="cpu", cwd=str(src), timeout=TIMEOUT)
+
+    run = rep["runs"][0]
+    assert run["status"] == "ok", (run["exception"], run["stderr_tail"])
+    assert "wrote everything" in run["stdout_tail"]
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in src.iterdir()} == before
+
+
+def test_a_write_into_the_original_folder_is_refused(fixtures_dir, tmp_path, monkeypatch):
+    pytest.importorskip("numpy")
+    src = _project_with_large_files(fixtures_dir, tmp_path)
+    before = {p.name: p.read_bytes() for p in src.iterdir()}
+    monkeypatch.setenv("CPU2GPU_TEST_ORIGINAL", str(src))
+
+    rep = verify(str(src / "train.py"), device="cpu", cwd=str(src), timeout=TIMEOUT)
+
+    run = rep["runs"][0]
+    assert rep["verdict"] == "fail" and run["exception"]["type"] == "PermissionError"
+    assert "may not write into the original folder" in run["exception"]["message"]
+    assert {p.name: p.read_bytes() for p in src.iterdir()} == before
+
+
+def test_the_parent_sees_a_linked_original_that_changed(tmp_path):
+    src, work = tmp_path / "src", tmp_path / "work"
+    src.mkdir()
+    (src / "big.bin").write_bytes(b"a" * 100)
+    (src / "small.txt").write_text("s")
+    import unittest.mock as mock
+    with mock.patch.object(runner, "LINK_OVER_BYTES", 50), mock.patch.object(runner, "clone_file", lambda s, t: False):
+        linked = runner.copy_tree(str(src), str(work))
+    assert [path for path, _, _ in linked] == [str(src / "big.bin")]
+    assert (work / "big.bin").is_symlink() and not (work / "small.txt").is_symlink()
+    assert runner.changed_originals(linked) == []
+    (src / "big.bin").write_bytes(b"b" * 10)  # as a native writer would, through the link
+    assert runner.changed_originals(linked) == [str(src / "big.bin")]
