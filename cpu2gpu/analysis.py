@@ -18,6 +18,7 @@ from . import torchapi as api
 from .classdefs import child_nodes, walk
 from .facts import Facts, Hardcoded, Kind, Move, Origin, Place, Use, Value
 from .imports import ImportTable, dotted
+from .seeds import CROSSING_KINDS, NO_SEEDS, CallShape, Exported, Seeds
 
 _TENSORISH = (Kind.TENSOR, Kind.BATCH)
 _GUARD_WORDS = ("cuda", "gpu", "is_available", "accelerator", "device")
@@ -177,10 +178,13 @@ def _call_kwarg(call: cst.Call, name: str) -> Optional[cst.Arg]:
 
 
 class Analyzer:
-    def __init__(self, module: cst.Module, pinned: frozenset[int] = frozenset()) -> None:
+    def __init__(self, module: cst.Module, pinned: frozenset[int] = frozenset(), seeds: Seeds = NO_SEEDS) -> None:
         self.facts = Facts(module=module)
         self.pinned = pinned
+        self.seeds = seeds
         self.imports = ImportTable()
+        self.imports.names.update(seeds.star_names)
+        self.seeded_classes: dict[str, Value] = {}  # module classes of other project files, by qualified name
         self.module_classes: set[str] = set()
         self.module_class_values: dict[str, Value] = {}
         self.time = 0
@@ -208,6 +212,7 @@ class Analyzer:
         for stmt in self.facts.module.body:
             self.top_stmt = stmt
             self.statement(stmt, self.global_scope)
+        self.walk_incoming()
         while self.deferred:
             # Methods first: the helper functions forward() calls are then walked with its tensors.
             index = next((i for i, (_, o) in enumerate(self.deferred) if o is not None), 0)
@@ -439,6 +444,10 @@ class Analyzer:
             elif base_name in self.module_classes:
                 is_module = True
                 local_bases.append(self.module_class_values[base_name])
+            elif qual is not None and qual in self.seeds.imported \
+                    and self.seeds.imported[qual].kind == "module_class":
+                is_module = True  # a module class of another project file
+                holds_state = holds_state or self.seeds.imported[qual].holds_state
             elif qual is None and base_name not in (None, "object") and has_forward:
                 # An unknown base with a forward(): a module from elsewhere in the project.
                 is_module = True
@@ -493,7 +502,7 @@ class Analyzer:
             if value is None and param.default is not None:
                 value = self.expr(param.default, function.def_scope)  # type: ignore[arg-type]
             scope.names[name] = value
-            if name in _DEVICE_PARAMETER_NAMES and (value is None or value.kind is Kind.DEVICE):
+            if (name in _DEVICE_PARAMETER_NAMES and value is None) or (value is not None and value.kind is Kind.DEVICE):
                 scope.device_names.append(name)  # train(model, device, loader): the caller's device
         for star in (params.star_arg, params.star_kwarg):
             if isinstance(star, cst.Param):
@@ -1102,6 +1111,9 @@ class Analyzer:
                      time=self.time)
 
     def qualified_call(self, node: cst.Call, qual: str, scope: Scope) -> Optional[Value]:
+        exported = self.seeds.imported.get(qual)
+        if exported is not None:
+            return self.project_call(node, qual, exported, scope)
         if qual == "torch.device":
             return self.torch_device(node, scope)
         if qual == "torch.accelerator.current_accelerator":
@@ -1182,6 +1194,79 @@ class Analyzer:
             return self.derived(node, [v for v in values if _is_tensorish(v)])
         self.args(node, scope)
         return None
+
+    # -- the rest of the project -------------------------------------------------------
+
+    def project_call(self, node: cst.Call, qual: str, exported: Exported, scope: Scope) -> Optional[Value]:
+        """A call of a class or function of another project file: what its summary says it gives.
+        A model handed to another file's function is trained or called there."""
+        values = self.args(node, scope)
+        shape = call_shape(node, values)
+        self.facts.outgoing_calls.append((qual, shape))
+        for value in values:
+            if value is not None and value.kind is Kind.MODULE and value.stateful:
+                value.used = True
+                self.facts.uses.append(Use("train", node, self.time, module=value))
+        if exported.kind == "module_class":
+            cls = self.seeded_classes.get(qual)
+            if cls is None:
+                cls = Value(Kind.CLASS, node, name=exported.name, holds_state=exported.holds_state,
+                            cpu_inputs=frozenset(exported.cpu_inputs), origin_file=exported.file)
+                self.seeded_classes[qual] = cls
+            return self.new(Kind.MODULE, node, scope, origin=Origin.MODULE, class_value=cls)
+        kind = exported.returns if exported.kind == "function" else None
+        if kind == "module":
+            return self.new(Kind.MODULE, node, scope, origin=Origin.MODULE, stateful=exported.holds_state)
+        if kind == "tensor":
+            return self.new(Kind.TENSOR, node, scope, origin=Origin.CONVERSION)
+        if kind == "loader":
+            return Value(Kind.LOADER, node, time=self.time)
+        if kind == "optimizer":
+            return Value(Kind.OPTIMIZER, node, time=self.time)
+        return None
+
+    def walk_incoming(self) -> None:
+        """Functions and classes of this file that other files call: walked with what they are given."""
+        for name, shape in self.seeds.incoming.items():
+            target = self.global_scope.names.get(name)
+            if target is None or target.walked:
+                continue
+            self.facts.has_local_device = True  # the device lives with the callers: take it from their model
+            if target.kind is Kind.FUNCTION:
+                args, kwargs = self.shaped_args(target.definition, shape, skip_self=False)
+                self.function(target, None, args, kwargs)
+            elif target.kind is Kind.CLASS:
+                instance = Value(Kind.INSTANCE, target.node, class_value=target, time=self.tick())
+                init = target.methods.get("__init__")
+                if init is not None and not init.walked:
+                    args, kwargs = self.shaped_args(init.definition, shape, skip_self=True)
+                    self.function(init, instance, args, kwargs)
+                for method in target.methods.values():
+                    if not method.walked:
+                        self.function(method, instance, [], {})
+
+    def shaped_args(self, definition: cst.FunctionDef, shape: CallShape, skip_self: bool) -> tuple[list, dict]:
+        """Stand-ins for what the callers pass: a model (on the device, the callers move it), a
+        loader, an optimizer, a device. Tensors stay unknown: the callers decide where they are."""
+        params = [*definition.params.posonly_params, *definition.params.params]
+        if skip_self:
+            params = params[1:]
+        by_name = {p.name.value: p for p in (*params, *definition.params.kwonly_params)}
+
+        def stand_in(kind: Optional[str], param: Optional[cst.Param], stateful: bool) -> Optional[Value]:
+            if param is None or kind not in ("module", "loader", "optimizer", "device"):
+                return None
+            name = param.name.value
+            if kind == "module":
+                return Value(Kind.MODULE, param.name, name=name, explicit=Place.DEVICE, stateful=stateful, used=True)
+            if kind == "device":
+                return Value(Kind.DEVICE, param.name, name=name, explicit=Place.DEVICE)
+            return Value(Kind.LOADER if kind == "loader" else Kind.OPTIMIZER, param.name, name=name)
+
+        args = [stand_in(kind, params[i] if i < len(params) else None, i in shape.stateful)
+                for i, kind in enumerate(shape.positional)]
+        kwargs = {name: stand_in(kind, by_name.get(name), name in shape.stateful) for name, kind in shape.keywords}
+        return args, {k: v for k, v in kwargs.items() if v is not None}
 
     def note_constructor_args(self, node: cst.Call, cls: Value, values: list[Optional[Value]]) -> None:
         """The tensors a module class of the file is built with, by ``__init__`` parameter: its
@@ -1441,6 +1526,31 @@ def _places_itself(cls: Value) -> bool:
     return cls.places_itself or any(_places_itself(base) for base in cls.stateful_bases)
 
 
-def analyze(module: cst.Module, pinned: frozenset[int] = frozenset()) -> Facts:
-    """The facts of a module. ``pinned``: ids of the nodes that make values the user keeps on the CPU."""
-    return Analyzer(module, pinned).run()
+def call_shape(node: cst.Call, values: list[Optional[Value]]) -> CallShape:
+    """The kinds of what a call passes, as a function in another file will see them."""
+
+    def kind_of(value: Optional[Value]) -> Optional[str]:
+        if value is None:
+            return None
+        kind = Kind.TENSOR.value if value.kind is Kind.BATCH else value.kind.value
+        return kind if kind in CROSSING_KINDS else None
+
+    positional, keywords, stateful = [], [], []
+    for value, arg in zip(values, node.args):
+        if arg.star:
+            break
+        if arg.keyword is None:
+            if value is not None and value.kind is Kind.MODULE and value.stateful:
+                stateful.append(len(positional))
+            positional.append(kind_of(value))
+        else:
+            if value is not None and value.kind is Kind.MODULE and value.stateful:
+                stateful.append(arg.keyword.value)
+            keywords.append((arg.keyword.value, kind_of(value)))
+    return CallShape(tuple(positional), tuple(sorted(keywords)), tuple(stateful))
+
+
+def analyze(module: cst.Module, pinned: frozenset[int] = frozenset(), seeds: Seeds = NO_SEEDS) -> Facts:
+    """The facts of a module. ``pinned``: ids of the nodes that make values the user keeps on the CPU;
+    ``seeds``: what the rest of the project says about the names this file imports and its callers."""
+    return Analyzer(module, pinned, seeds).run()

@@ -13,7 +13,9 @@ from .notebook import CellError, check_notebook, is_notebook
 from .output import FileError
 from .parallel import ordered_map
 from .progress import Progress
+from .project import project_seeds
 from .rules import Rule
+from .seeds import NO_SEEDS, Seeds
 
 
 @dataclass
@@ -44,14 +46,14 @@ def _use_rules(codes: Sequence[str]) -> None:
     _rules = select_rules(codes) if codes else []
 
 
-def analyse(job: tuple[str, bytes]) -> dict:
+def analyse(job: tuple[str, bytes, Seeds]) -> dict:
     """The findings of one file (without their path) or its error, as JSON values."""
-    path, data = job
+    path, data, seeds = job
     try:
         if is_notebook(path):
             findings = check_notebook(data, path, _rules)
         else:
-            findings = check_module(parse(data), path, _rules)
+            findings = check_module(parse(data), path, _rules, seeds)
     except SourceError as error:
         return {"error": {"message": error.message, "line": error.line, "column": error.column,
                           "cell": error.cell if isinstance(error, CellError) else None}}
@@ -77,6 +79,7 @@ def check_targets(targets: Sequence[Target], rules: Sequence[Rule], jobs: int, c
     """One result per file read (files skipped by the torch pre-filter have none), in target order."""
     slots: list[Optional[FileResult]] = []
     pending: list[tuple[int, str, bytes, Optional[str]]] = []  # slot, path, bytes, cache key
+    seeds = project_seeds([t.path for t in targets])
     for target in targets:
         data, error = read_target(target.path)
         if data is None:
@@ -84,7 +87,10 @@ def check_targets(targets: Sequence[Target], rules: Sequence[Rule], jobs: int, c
             continue
         if not target.named and not mentions_torch(data):
             continue
-        key = cache.key(data, "ipynb" if is_notebook(target.path) else "py") if cache is not None else None
+        file_seeds = seeds.get(target.path, NO_SEEDS)
+        # a file's findings depend on what it learns from the project: a change in model.py re-checks main.py
+        extra = file_seeds.fingerprint().encode() if file_seeds else b""
+        key = cache.key(data + extra, "ipynb" if is_notebook(target.path) else "py") if cache is not None else None
         answer = cache.get(key) if key is not None else None
         if answer is not None:
             slots.append(_result(target.path, answer))
@@ -93,7 +99,7 @@ def check_targets(targets: Sequence[Target], rules: Sequence[Rule], jobs: int, c
         pending.append((len(slots) - 1, target.path, data, key))
     progress = Progress.for_terminal(len(pending), "cpu2gpu check", quiet)
     codes = [rule.code for rule in rules]
-    answers = ordered_map(analyse, [(path, data) for _, path, data, _ in pending], jobs,
+    answers = ordered_map(analyse, [(path, data, seeds.get(path, NO_SEEDS)) for _, path, data, _ in pending], jobs,
                           initializer=_use_rules, initargs=(codes,))
     try:
         for (slot, path, _, key), answer in zip(pending, answers):

@@ -19,7 +19,9 @@ from .files import Target, discover, mentions_torch
 from .notebook import CellError, cell_diff, is_notebook, rewrite_notebook
 from .output import FORMATS, FileError, render
 from .parallel import default_jobs
+from .project import project_seeds
 from .rules import ALL_RULES
+from .seeds import NO_SEEDS
 from .writing import WriteError, write_rewrite
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -164,7 +166,9 @@ def rewrite(paths: tuple[str, ...], in_place: bool, check_only: bool, unsafe_fix
     if unsafe_fixes is None:
         unsafe_fixes = settings.unsafe_fixes
     errors = changed = 0
-    for target in discover(paths, [*settings.exclude, *_split(exclude)], force_exclude=force_exclude):
+    targets = list(discover(paths, [*settings.exclude, *_split(exclude)], force_exclude=force_exclude))
+    seeds = project_seeds([t.path for t in targets])
+    for target in targets:
         data = _read(target)
         if data is None:
             errors += 1
@@ -176,7 +180,8 @@ def rewrite(paths: tuple[str, ...], in_place: bool, check_only: bool, unsafe_fix
                 encoding, new = "utf-8", rewrite_notebook(data, target.path, rules, unsafe_fixes,
                                                           settings.device_expression)
             else:
-                encoding, new = rewrite_data(data, target.path, rules, unsafe_fixes, settings.device_expression)
+                encoding, new = rewrite_data(data, target.path, rules, unsafe_fixes, settings.device_expression,
+                                             seeds.get(target.path, NO_SEEDS))
         except SourceError as error:
             _error(target.path, error)
             errors += 1

@@ -17,6 +17,7 @@ from .facts import Facts
 from .fixes import Fix, apply_edits, plan_device_setup
 from .positions import node_positions
 from .rules import ALL_RULES, Hit, Rule, RuleContext
+from .seeds import NO_SEEDS, Seeds
 from .syntax import python_syntax_error
 
 Source = Union[str, bytes]
@@ -164,8 +165,8 @@ class Analysis:
 
 
 def analyze_module(module: cst.Module, rules: Sequence[Rule], device_expression: Optional[str] = None,
-                   pinned: frozenset[int] = frozenset()) -> Analysis:
-    facts = analyze(module, pinned)
+                   pinned: frozenset[int] = frozenset(), seeds: Seeds = NO_SEEDS) -> Analysis:
+    facts = analyze(module, pinned, seeds)
     setup = plan_device_setup(module, facts.torch_alias, facts.names_in_use, device_expression)
     context = RuleContext(facts, setup)
     hits: list[Hit] = []
@@ -187,7 +188,8 @@ _PINNED_BY_NOQA = frozenset({"CG101", "CG102", "CG104", "CG106"})
 
 
 def locate_with_noqa(analysis: Analysis, path: str, rules: Sequence[Rule],
-                     device_expression: Optional[str] = None) -> tuple[Analysis, list[tuple[Finding, Hit]]]:
+                     device_expression: Optional[str] = None,
+                     seeds: Seeds = NO_SEEDS) -> tuple[Analysis, list[tuple[Finding, Hit]]]:
     """``locate``, and where ``# noqa`` keeps a model or a tensor on the CPU, the analysis again with it
     pinned there: a model left on the CPU on purpose must not get its inputs moved to the device."""
     suppressed: list[Hit] = []
@@ -195,7 +197,7 @@ def locate_with_noqa(analysis: Analysis, path: str, rules: Sequence[Rule],
     pins = frozenset(id(hit.node) for hit in suppressed if hit.code in _PINNED_BY_NOQA)
     if not pins:
         return analysis, located
-    analysis = analyze_module(analysis.module, rules, device_expression, pins)
+    analysis = analyze_module(analysis.module, rules, device_expression, pins, seeds)
     return analysis, locate(analysis, path)
 
 
@@ -231,13 +233,13 @@ def locate(analysis: Analysis, path: str, suppressed: Optional[list[Hit]] = None
     return located
 
 
-def check_module(module: cst.Module, path: str, rules: Sequence[Rule]) -> list[Finding]:
-    return _deep(_check_module, module, path, rules)
+def check_module(module: cst.Module, path: str, rules: Sequence[Rule], seeds: Seeds = NO_SEEDS) -> list[Finding]:
+    return _deep(_check_module, module, path, rules, seeds)
 
 
-def _check_module(module: cst.Module, path: str, rules: Sequence[Rule]) -> list[Finding]:
-    analysis = analyze_module(module, rules)
-    return [finding for finding, _ in locate_with_noqa(analysis, path, rules)[1]]
+def _check_module(module: cst.Module, path: str, rules: Sequence[Rule], seeds: Seeds = NO_SEEDS) -> list[Finding]:
+    analysis = analyze_module(module, rules, seeds=seeds)
+    return [finding for finding, _ in locate_with_noqa(analysis, path, rules, seeds=seeds)[1]]
 
 
 def fix_module(module: cst.Module, path: str, rules: Sequence[Rule], unsafe_fixes: bool = False,
@@ -253,28 +255,30 @@ def fix_module(module: cst.Module, path: str, rules: Sequence[Rule], unsafe_fixe
 
 
 def rewrite_data(data: bytes, path: str, rules: Sequence[Rule], unsafe_fixes: bool = False,
-                 device_expression: Optional[str] = None) -> tuple[str, bytes]:
-    """The file's encoding and its bytes with the fixes applied (same encoding, BOM and line endings)."""
+                 device_expression: Optional[str] = None, seeds: Seeds = NO_SEEDS) -> tuple[str, bytes]:
+    """The file's encoding and its bytes with the fixes applied (same encoding, BOM and line endings).
+    ``seeds``: what the rest of the project says about this file (``project.project_seeds``)."""
     module = parse(data)
-    new = _deep(_fixed_bytes, module, path, rules, unsafe_fixes, device_expression, b"noqa" in data)
+    new = _deep(_fixed_bytes, module, path, rules, unsafe_fixes, device_expression, b"noqa" in data, seeds)
     return module.encoding, data if new is None else new
 
 
 def _fixed_bytes(module: cst.Module, path: str, rules: Sequence[Rule], unsafe_fixes: bool,
-                 device_expression: Optional[str], has_noqa: Optional[bool] = None) -> Optional[bytes]:
+                 device_expression: Optional[str], has_noqa: Optional[bool] = None,
+                 seeds: Seeds = NO_SEEDS) -> Optional[bytes]:
     """The module's bytes with every available fix applied, or None when no fix applies.
 
     The code is generated once (libcst's code generation costs about as much as a parse) and checked
     with Python's parser, which is stricter than libcst's and many times faster.
     """
-    analysis = analyze_module(module, rules, device_expression)
+    analysis = analyze_module(module, rules, device_expression, seeds=seeds)
     hits = analysis.hits
     if not hits:
         return None
     if has_noqa is None:
         has_noqa = "noqa" in source_text(module)
     if has_noqa:
-        analysis, located = locate_with_noqa(analysis, path, rules, device_expression)
+        analysis, located = locate_with_noqa(analysis, path, rules, device_expression, seeds)
         hits = [hit for _, hit in located]
     fixes: list[Fix] = []
     for hit in hits:

@@ -119,6 +119,7 @@ class Value:
     places_itself: bool = False
     stateful_bases: tuple = ()  # CLASS: local module classes it inherits from
     device_attr: Optional[str] = None  # CLASS: self.<name> holds the device
+    origin_file: Optional[str] = None  # CLASS of another project file: that file, for messages
     dict_batch: bool = False  # BATCH: indexed by keys (batch["input"]): every value is moved
 
     @property
@@ -175,6 +176,7 @@ class Facts:
     bound: set[int] = field(default_factory=set)  # ids of roots bound for the device
     imports: Optional[object] = None  # the ImportTable: rules that read code resolve names with it
     module_class_defs: dict[str, cst.ClassDef] = field(default_factory=dict)  # nn.Module subclasses
+    outgoing_calls: list = field(default_factory=list)  # (qualified name, CallShape): calls into other project files
 
     # -- placement after the migration ------------------------------------------------
 

@@ -44,10 +44,14 @@ class ImportTable:
                     self.torch_alias = local
                     self.imports_torch_module = True
             return
-        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+        if isinstance(node.names, cst.ImportStar):
+            return  # the project layer knows what a star import of a project file brings in
+        # ``from .model import Net`` -> ".model.Net": never a torch name, kept for project files
+        named = dotted(node.module) if node.module is not None else ""
+        if named is None:
             return
-        module = dotted(node.module)
-        if module is None:
+        module = "." * len(node.relative) + named
+        if not module:
             return
         for alias in node.names:
             if not isinstance(alias.name, cst.Name):
@@ -56,7 +60,7 @@ class ImportTable:
             local = name
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                 local = alias.asname.name.value
-            self.names[local] = f"{module}.{name}"
+            self.names[local] = f"{module}{name}" if module.endswith(".") else f"{module}.{name}"
 
     def resolve(self, node: cst.BaseExpression) -> Optional[str]:
         """The qualified name of ``node`` if it starts with an imported name."""

@@ -1,0 +1,381 @@
+"""The project around the files being checked: which project files they import and which call them.
+
+Real training code keeps the model, the data and the loop in different files. For each file to
+check, this module works out its ``Seeds`` (see ``seeds.py``): what the names it imports from
+other project files are, and what other project files pass to its functions and classes.
+
+- The project root is the nearest folder with ``pyproject.toml``, ``setup.py`` or ``.git``
+  above the file, else the file's folder. Files outside it (site-packages) stay unknown.
+- Imports are resolved as Python resolves them when the script runs: the importing file's
+  folder first, then the root and ``root/src``, packages with and without ``__init__.py``,
+  relative imports, re-exports through ``__init__.py``, ``import x as y``, star imports.
+- A file is parsed only when it is in play: it imports a project file, or a file in play
+  imports it. A cheap scan of its import lines decides that before any parse, so a lone
+  script costs nothing here.
+- Each file in play is parsed once and analysed with the summaries of what it imports
+  (bottom-up; an import cycle reads what is known so far), then the calls it makes into other
+  project files become the ``incoming`` seeds of those files, for a few rounds (chains of
+  calls across files) until nothing changes.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Iterable, Optional
+
+import libcst as cst
+
+from .analysis import Analyzer, _holds_state, _places_itself
+from .facts import Kind, Value
+from .imports import ImportTable
+from .seeds import CallShape, Exported, Seeds
+
+ROOT_MARKERS = ("pyproject.toml", "setup.py", ".git")
+_ROUNDS = 3  # rounds of caller -> callee seeds: main -> Trainer -> train_epoch
+_IMPORT_LINE = re.compile(rb"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import\b|import[ \t]+([\w., \t]+))", re.M)
+_SKIPPED_DIRS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "node_modules", ".tox", ".nox",
+                 "build", "dist", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints"}
+
+
+def find_root(path: Path) -> Path:
+    folder = path.resolve().parent
+    for candidate in (folder, *folder.parents):
+        if any((candidate / marker).exists() for marker in ROOT_MARKERS):
+            return candidate
+    return folder
+
+
+def _import_names(data: bytes) -> list[str]:
+    """The module names of a file's import lines, without parsing it (``.model``, ``nets.cnn``)."""
+    names = []
+    for match in _IMPORT_LINE.finditer(data):
+        if match.group(1) is not None:
+            names.append(match.group(1).decode("ascii", "replace"))
+        else:
+            for part in match.group(2).decode("ascii", "replace").split(","):
+                part = part.strip().split()
+                if part:
+                    names.append(part[0])
+    return names
+
+
+def _import_nodes(body: Iterable[cst.CSTNode]) -> Iterable[cst.Import | cst.ImportFrom]:
+    """Every import statement of a module, also those inside functions, classes, ifs and trys."""
+    for stmt in body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, (cst.Import, cst.ImportFrom)):
+                    yield small
+        elif isinstance(stmt, cst.BaseCompoundStatement):
+            for field in ("body", "orelse", "finalbody"):
+                part = getattr(stmt, field, None)
+                while part is not None and not isinstance(part, cst.BaseSuite):
+                    part = getattr(part, "body", None)
+                if isinstance(part, cst.IndentedBlock):
+                    yield from _import_nodes(part.body)
+            for handler in getattr(stmt, "handlers", ()):
+                if isinstance(handler.body, cst.IndentedBlock):
+                    yield from _import_nodes(handler.body.body)
+
+
+class ProjectFile:
+    def __init__(self, path: Path, data: bytes) -> None:
+        self.path = path
+        self.data = data
+        self.module: Optional[cst.Module] = None
+        self.imports = ImportTable()
+        self.stars: list[str] = []  # module names of ``from x import *``
+        self.summary: Optional[dict[str, Exported]] = None
+        self.seeds = Seeds()
+
+
+class Project:
+    """The files of one project tree that the checked files reach, and their seeds."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.files: dict[Path, Optional[ProjectFile]] = {}
+        self._summarizing: set[Path] = set()
+        self._outgoing: dict[Path, list] = {}  # calls each file makes into other project files
+
+    # -- where a module lives ---------------------------------------------------------
+
+    def _bases(self, importer: Path, level: int) -> list[Path]:
+        if level:
+            base = importer.parent
+            for _ in range(level - 1):
+                base = base.parent
+            return [base]
+        bases = [importer.parent, self.root, self.root / "src"]
+        bases += [p for p in importer.parent.parents if p == self.root or self.root in p.parents]
+        return list(dict.fromkeys(bases))
+
+    def module_path(self, importer: Path, name: str) -> Optional[Path]:
+        """The file (or namespace folder) that ``import name`` in ``importer`` loads, inside the root."""
+        stripped = name.lstrip(".")
+        level = len(name) - len(stripped)
+        for base in self._bases(importer, level):
+            target = base.joinpath(*stripped.split(".")) if stripped else base
+            for candidate in (target.with_suffix(".py") if stripped else None, target / "__init__.py"):
+                if candidate is not None and candidate.is_file() and self._inside(candidate):
+                    return candidate.resolve()
+            if stripped and target.is_dir() and self._inside(target):
+                return target.resolve()  # a namespace package: its names are submodules
+        return None
+
+    def _inside(self, path: Path) -> bool:
+        resolved = path.resolve()
+        return resolved == self.root or self.root in resolved.parents
+
+    def resolve(self, importer: Path, qualified: str) -> Optional[Exported]:
+        """What a qualified name (as the importer's ``ImportTable`` spells it) is in its project file."""
+        stripped = qualified.lstrip(".")
+        dots = qualified[: len(qualified) - len(stripped)]
+        parts = stripped.split(".") if stripped else []
+        for cut in range(len(parts) - 1, -1, -1):
+            module_name, attrs = dots + ".".join(parts[:cut]), parts[cut:]
+            if not module_name:
+                continue
+            location = self.module_path(importer, module_name)
+            if location is None:
+                continue
+            if location.is_dir():
+                location = self.module_path(importer, f"{module_name}.{attrs[0]}") if len(attrs) > 1 else None
+                if location is None:
+                    continue
+                attrs = attrs[1:]
+            summary = self.summary(location)
+            if summary is not None and len(attrs) == 1:
+                return summary.get(attrs[0])
+        return None
+
+    # -- reading files ----------------------------------------------------------------
+
+    def load(self, path: Path) -> Optional[ProjectFile]:
+        path = path.resolve()
+        if path not in self.files:
+            try:
+                self.files[path] = ProjectFile(path, path.read_bytes())
+            except OSError:
+                self.files[path] = None
+        return self.files[path]
+
+    def parsed(self, path: Path) -> Optional[ProjectFile]:
+        pf = self.load(path)
+        if pf is None or pf.module is not None:
+            return pf
+        try:
+            pf.module = cst.parse_module(pf.data)
+        except Exception:  # a file that cannot be parsed teaches nothing; its own check reports it
+            self.files[path.resolve()] = None
+            return None
+        for node in _import_nodes(pf.module.body):
+            pf.imports.add(node)
+            if isinstance(node, cst.ImportFrom) and isinstance(node.names, cst.ImportStar):
+                module = cst.Module([]).code_for_node(node.module) if node.module is not None else ""
+                pf.stars.append("." * len(node.relative) + module)
+        return pf
+
+    def project_imports(self, path: Path) -> list[Path]:
+        """The project files a file's import lines reach (by a scan of its text, no parse)."""
+        pf = self.load(path)
+        if pf is None:
+            return []
+        found = []
+        for name in _import_names(pf.data):
+            location = self.module_path(pf.path, name)
+            if location is not None and location.is_file() and location != pf.path:
+                found.append(location)
+            elif location is not None and location.is_dir():
+                found.extend(p.resolve() for p in location.glob("*.py"))
+        # from pkg import model: model.py is a submodule of pkg
+        return list(dict.fromkeys(found))
+
+    # -- summaries ----------------------------------------------------------------------
+
+    def seeds_from_imports(self, pf: ProjectFile) -> None:
+        imported: dict[str, Exported] = {}
+        for qualified in set(pf.imports.names.values()):
+            location = self.module_path(pf.path, qualified)
+            if location is not None and location.is_file():
+                # import model as M / from pkg import model: every name of it, as M.Net resolves
+                for name, exported in (self.summary(location) or {}).items():
+                    imported[f"{qualified}.{name}"] = exported
+            exported = self.resolve(pf.path, qualified)
+            if exported is not None:
+                imported[qualified] = exported
+        star_names: dict[str, str] = {}
+        for module_name in pf.stars:
+            location = self.module_path(pf.path, module_name)
+            if location is None or not location.is_file():
+                continue
+            for name, exported in (self.summary(location) or {}).items():
+                if not name.startswith("_"):
+                    qualified = f"{module_name}{name}" if module_name.endswith(".") else f"{module_name}.{name}"
+                    star_names[name] = qualified
+                    imported[qualified] = exported
+        pf.seeds.imported, pf.seeds.star_names = imported, star_names
+
+    def summary(self, path: Path) -> Optional[dict[str, Exported]]:
+        """What a project file exports: its module classes, classes, functions (by what they return)."""
+        pf = self.parsed(path)
+        if pf is None:
+            return None
+        if pf.summary is not None:
+            return pf.summary
+        if pf.path in self._summarizing:
+            return {}  # an import cycle: what is known so far
+        self._summarizing.add(pf.path)
+        try:
+            self.seeds_from_imports(pf)
+            analyzer = Analyzer(pf.module, seeds=pf.seeds)
+            facts = analyzer.run()
+            pf.summary = self._exports(pf, analyzer)
+            self._outgoing[pf.path] = facts.outgoing_calls
+        finally:
+            self._summarizing.discard(pf.path)
+        return pf.summary
+
+    def _exports(self, pf: ProjectFile, analyzer: Analyzer) -> dict[str, Exported]:
+        rel = self._relative(pf.path)
+        exports: dict[str, Exported] = {}
+        # re-exports first (``__init__.py``), so that the file's own definitions win
+        for local, qualified in pf.imports.names.items():
+            if qualified in pf.seeds.imported:
+                exports[local] = pf.seeds.imported[qualified]
+        for local, qualified in pf.seeds.star_names.items():
+            exports.setdefault(local, pf.seeds.imported[qualified])
+        for name, cls in analyzer.module_class_values.items():
+            exports[name] = Exported("module_class", rel, name,
+                                     holds_state=_holds_state(cls) or _places_itself(cls),
+                                     cpu_inputs=tuple(sorted(cls.cpu_inputs, key=str)))
+        for name, value in analyzer.global_scope.names.items():
+            if value is None or "." in name:
+                continue
+            if value.kind is Kind.FUNCTION:
+                exports[name] = Exported("function", rel, name, returns=_returned_kind(value.returns),
+                                         holds_state=value.returns is None or value.returns.stateful)
+            elif value.kind is Kind.CLASS:
+                exports[name] = Exported("class", rel, name)
+        return exports
+
+    def _relative(self, path: Path) -> str:
+        try:
+            return path.relative_to(self.root).as_posix()
+        except ValueError:
+            return path.name
+
+    # -- the files in play and their seeds -----------------------------------------------
+
+    def seeds_for(self, targets: list[Path]) -> dict[Path, Seeds]:
+        """The seeds of each target (resolved paths); targets with nothing to learn get none."""
+        in_play = self._in_play(targets)
+        for path in in_play:
+            self.summary(path)
+        for _ in range(_ROUNDS):
+            incoming = self._incoming()
+            changed = [p for p in in_play if self.files.get(p) is not None and self.files[p].seeds.incoming != incoming.get(p, {})]
+            if not changed:
+                break
+            for path in changed:
+                pf = self.files[path]
+                pf.seeds.incoming = incoming.get(path, {})
+                facts = Analyzer(pf.module, seeds=pf.seeds).run()
+                self._outgoing[path] = facts.outgoing_calls
+        result = {}
+        for target in targets:
+            pf = self.files.get(target)
+            if pf is not None and pf.seeds:
+                result[target] = pf.seeds
+        return result
+
+    def _in_play(self, targets: list[Path]) -> list[Path]:
+        """The targets that import project files, what they import (transitively), and the files
+        of the tree that import a target."""
+        in_play: dict[Path, None] = {}
+        queue = list(targets)
+        while queue:
+            path = queue.pop()
+            if path in in_play:
+                continue
+            reached = self.project_imports(path)
+            if reached or path not in targets:
+                in_play[path] = None
+            for other in reached:
+                in_play.setdefault(other, None)
+                queue.append(other)
+        for caller in self._callers(targets):
+            if caller not in in_play:
+                in_play[caller] = None
+                queue.append(caller)
+        while queue:  # what the callers import
+            path = queue.pop()
+            for other in self.project_imports(path):
+                if other not in in_play:
+                    in_play[other] = None
+                    queue.append(other)
+        return list(in_play)
+
+    def _callers(self, targets: list[Path]) -> list[Path]:
+        """Files of the tree whose import lines reach a target (pre-commit names only staged files)."""
+        stems = {t.stem if t.name != "__init__.py" else t.parent.name for t in targets}
+        callers = []
+        for path in self._tree_files():
+            if path in targets:
+                continue
+            pf = self.load(path)
+            if pf is None or not any(s.encode() in pf.data for s in stems):
+                continue
+            if any(t in targets for t in self.project_imports(path)):
+                callers.append(path)
+        return callers
+
+    def _tree_files(self) -> Iterable[Path]:
+        import os
+
+        for folder, dirs, files in os.walk(self.root):
+            dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith("."))
+            for name in sorted(files):
+                if name.endswith(".py"):
+                    yield Path(folder, name).resolve()
+
+    def _incoming(self) -> dict[Path, dict[str, CallShape]]:
+        incoming: dict[Path, dict[str, CallShape]] = {}
+        for caller, calls in self._outgoing.items():
+            pf = self.files.get(caller)
+            for qualified, shape in calls:
+                exported = pf.seeds.imported.get(qualified) if pf is not None else None
+                if exported is None or exported.kind not in ("function", "class"):
+                    continue
+                callee = (self.root / exported.file).resolve()
+                known = incoming.setdefault(callee, {})
+                known[exported.name] = known[exported.name].merge(shape) if exported.name in known else shape
+        return incoming
+
+
+def _returned_kind(value: Optional[Value]) -> Optional[str]:
+    if value is None:
+        return None
+    kind = {Kind.MODULE: "module", Kind.TENSOR: "tensor", Kind.BATCH: "tensor", Kind.LOADER: "loader",
+            Kind.OPTIMIZER: "optimizer"}.get(value.kind)
+    if kind == "module" and not value.stateful:
+        return None
+    return kind
+
+
+def project_seeds(paths: Iterable[str]) -> dict[str, Seeds]:
+    """The seeds of every given Python file, by the path as given, grouped by project root."""
+    by_root: dict[Path, list[tuple[str, Path]]] = {}
+    for raw in paths:
+        if not raw.endswith(".py"):
+            continue
+        path = Path(raw).resolve()
+        by_root.setdefault(find_root(path), []).append((raw, path))
+    seeds: dict[str, Seeds] = {}
+    for root, items in by_root.items():
+        found = Project(root).seeds_for([p for _, p in items])
+        for raw, path in items:
+            if path in found:
+                seeds[raw] = found[path]
+    return seeds

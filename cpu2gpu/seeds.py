@@ -1,0 +1,80 @@
+"""What one file learns from the rest of its project before it is analysed.
+
+Plain, picklable data (it travels to worker processes and into cache keys):
+
+- ``imported``: for each qualified name this file imports from another project file (spelled
+  as its ``ImportTable`` resolves it: ``model.Net``, ``.model.Net``, ``M.Net`` after
+  ``import model as M`` resolves to ``model.Net``), what that name is there: a module class
+  (with or without parameters), a function that returns a module, tensor or loader, or a
+  module-level value;
+- ``star_names``: the names a ``from x import *`` brings in, with their qualified names;
+- ``incoming``: for the functions and classes of this file that other files call, what they
+  are given (a model, a loader, a device...), so that a ``train_epoch(model, loader, opt)``
+  defined here and called from ``main.py`` is walked with a model and a loader.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+# The kinds an argument or a result can have across files (``facts.Kind`` values).
+CROSSING_KINDS = ("module", "tensor", "loader", "optimizer", "device")
+
+
+@dataclass(frozen=True)
+class Exported:
+    """A name defined in a project file, as other files see it."""
+
+    kind: str  # "module_class" | "class" | "function" | "value"
+    file: str  # the defining file, relative to the project root, for messages
+    name: str  # its name there
+    returns: Optional[str] = None  # function: the kind it returns; value: its kind
+    holds_state: bool = True  # module class / returned module: has parameters or buffers
+    cpu_inputs: tuple = ()  # module class: forward's inputs that stay on the CPU (names, positions)
+
+
+@dataclass(frozen=True)
+class CallShape:
+    """What the callers of a function (or a class's constructor) in other files pass it."""
+
+    positional: tuple = ()  # one kind (or None) per position
+    keywords: tuple = ()  # (name, kind) pairs
+    stateful: tuple = ()  # positions / names whose module holds state
+
+    def merge(self, other: "CallShape") -> "CallShape":
+        """What every caller agrees on: a position is a model only if no caller says otherwise."""
+        length = max(len(self.positional), len(other.positional))
+        mine = self.positional + (None,) * (length - len(self.positional))
+        theirs = other.positional + (None,) * (length - len(other.positional))
+        positional = tuple(a if a == b or b is None else (b if a is None else None) for a, b in zip(mine, theirs))
+        keywords = dict(self.keywords)
+        for name, kind in other.keywords:
+            if keywords.get(name, kind) != kind:
+                keywords[name] = None
+            else:
+                keywords[name] = kind
+        return CallShape(positional, tuple(sorted(keywords.items())), tuple(sorted(set(self.stateful) | set(other.stateful), key=str)))
+
+
+@dataclass
+class Seeds:
+    imported: dict = field(default_factory=dict)  # qualified name -> Exported
+    star_names: dict = field(default_factory=dict)  # local name -> qualified name
+    incoming: dict = field(default_factory=dict)  # "train_epoch" / "Trainer" -> CallShape
+
+    def __bool__(self) -> bool:
+        return bool(self.imported or self.star_names or self.incoming)
+
+    def fingerprint(self) -> str:
+        """A stable text of everything the analysis reads, for cache keys."""
+        data = {
+            "imported": {k: asdict(v) for k, v in sorted(self.imported.items())},
+            "star": sorted(self.star_names.items()),
+            "incoming": {k: asdict(v) for k, v in sorted(self.incoming.items())},
+        }
+        return json.dumps(data, sort_keys=True, default=list)
+
+
+NO_SEEDS = Seeds()
