@@ -185,6 +185,7 @@ class Analyzer:
         self.imports = ImportTable()
         self.imports.names.update(seeds.star_names)
         self.seeded_classes: dict[str, Value] = {}  # module classes of other project files, by qualified name
+        self.seeded_class_quals: dict[int, str] = {}  # and back: id of the class value -> qualified name
         self.module_classes: set[str] = set()
         self.module_class_values: dict[str, Value] = {}
         self.time = 0
@@ -1201,22 +1202,26 @@ class Analyzer:
         """A call of a class or function of another project file: what its summary says it gives.
         A model handed to another file's function is trained or called there."""
         values = self.args(node, scope)
-        shape = call_shape(node, values)
-        self.facts.outgoing_calls.append((qual, shape))
+        self.note_outgoing(qual, node, values)
         for value in values:
             if value is not None and value.kind is Kind.MODULE and value.stateful:
                 value.used = True
                 self.facts.uses.append(Use("train", node, self.time, module=value))
         if exported.kind == "module_class":
-            cls = self.seeded_classes.get(qual)
-            if cls is None:
-                cls = Value(Kind.CLASS, node, name=exported.name, holds_state=exported.holds_state,
-                            cpu_inputs=frozenset(exported.cpu_inputs), origin_file=exported.file)
-                self.seeded_classes[qual] = cls
+            cls = self.seeded_class(exported.file, exported.name, exported.holds_state, exported.cpu_inputs, node)
             return self.new(Kind.MODULE, node, scope, origin=Origin.MODULE, class_value=cls)
+        for index, value in enumerate(values):
+            # a loader whose batches the function moves to the device (DataLoader pin_memory, CG301)
+            arg = node.args[index]
+            key = arg.keyword.value if arg.keyword is not None else index
+            if value is not None and value.kind is Kind.LOADER and key in exported.loader_params:
+                value.moved_batches = True
         kind = exported.returns if exported.kind == "function" else None
         if kind == "module":
-            return self.new(Kind.MODULE, node, scope, origin=Origin.MODULE, stateful=exported.holds_state)
+            cls = self.seeded_class(*exported.returns_class, exported.holds_state, (), node) \
+                if exported.returns_class else None
+            return self.new(Kind.MODULE, node, scope, origin=Origin.MODULE, stateful=exported.holds_state,
+                            class_value=cls)
         if kind == "tensor":
             return self.new(Kind.TENSOR, node, scope, origin=Origin.CONVERSION)
         if kind == "loader":
@@ -1225,9 +1230,36 @@ class Analyzer:
             return Value(Kind.OPTIMIZER, node, time=self.time)
         return None
 
+    def seeded_class(self, file: str, name: str, holds_state: bool, cpu_inputs, node: cst.CSTNode) -> Value:
+        """The class value standing for a module class of another project file (one per class)."""
+        key = f"@{file}:{name}"
+        cls = self.seeded_classes.get(key)
+        if cls is None:
+            cls = Value(Kind.CLASS, node, name=name, holds_state=holds_state, cpu_inputs=frozenset(cpu_inputs),
+                        origin_file=file)
+            self.seeded_classes[key] = cls
+            self.seeded_class_quals[id(cls)] = key
+        return cls
+
+    def note_outgoing(self, qual: str, node: cst.Call, values: list) -> None:
+        self.facts.outgoing_calls.append((qual, call_shape(node, values)))
+
     def walk_incoming(self) -> None:
         """Functions and classes of this file that other files call: walked with what they are given."""
         for name, shape in self.seeds.incoming.items():
+            class_name, _, method_name = name.partition(".")
+            if method_name and class_name in self.module_class_values:
+                # Net.fit(loader) called from another file: walked with self on the device
+                cls = self.module_class_values[class_name]
+                method = cls.methods.get(method_name)
+                if method is None or method.walked:
+                    continue
+                self.facts.has_local_device = True
+                owner = Value(Kind.MODULE, cls.node, name="self", explicit=Place.DEVICE, class_value=cls)
+                args, kwargs = self.shaped_args(method.definition, shape, skip_self=True)
+                self.function(method, owner, args, kwargs)
+                self.note_param_loaders(name, method.definition, args, kwargs, skip_self=True)
+                continue
             target = self.global_scope.names.get(name)
             if target is None or target.walked:
                 continue
@@ -1235,6 +1267,7 @@ class Analyzer:
             if target.kind is Kind.FUNCTION:
                 args, kwargs = self.shaped_args(target.definition, shape, skip_self=False)
                 self.function(target, None, args, kwargs)
+                self.note_param_loaders(name, target.definition, args, kwargs, skip_self=False)
             elif target.kind is Kind.CLASS:
                 instance = Value(Kind.INSTANCE, target.node, class_value=target, time=self.tick())
                 init = target.methods.get("__init__")
@@ -1244,6 +1277,16 @@ class Analyzer:
                 for method in target.methods.values():
                     if not method.walked:
                         self.function(method, instance, [], {})
+
+    def note_param_loaders(self, name: str, definition: cst.FunctionDef, args: list, kwargs: dict,
+                           skip_self: bool) -> None:
+        """The loader parameters of a function that callers in other files give a loader."""
+        for index, value in enumerate(args):
+            if value is not None and value.kind is Kind.LOADER:
+                self.facts.param_loaders.append((name, index, value))
+        for key, value in kwargs.items():
+            if value.kind is Kind.LOADER:
+                self.facts.param_loaders.append((name, key, value))
 
     def shaped_args(self, definition: cst.FunctionDef, shape: CallShape, skip_self: bool) -> tuple[list, dict]:
         """Stand-ins for what the callers pass: a model (on the device, the callers move it), a
@@ -1352,6 +1395,14 @@ class Analyzer:
         if receiver.kind is Kind.MODULE:
             if method in api.MODULE_SELF_METHODS:
                 return receiver
+            seeded = self.seeded_class_quals.get(id(receiver.class_value)) if receiver.class_value is not None else None
+            if seeded is not None and method not in ("parameters", "named_parameters", "forward", "state_dict",
+                                                     "load_state_dict", "modules", "children", "buffers"):
+                # net.fit(loader): a method of a module class of another file, walked there with what it is given
+                receiver.used = True
+                self.facts.uses.append(Use("train", node, self.time, module=receiver))
+                self.note_outgoing(f"{seeded}.{method}", node, values)
+                return None
             if method in ("parameters", "named_parameters"):
                 params = Value(Kind.PARAMS, node, module_of=receiver, time=self.time)
                 self._params_seen.append(params)

@@ -87,6 +87,7 @@ class ProjectFile:
         self.imports = ImportTable()
         self.stars: list[str] = []  # module names of ``from x import *``
         self.summary: Optional[dict[str, Exported]] = None
+        self.analyzer: Optional[Analyzer] = None  # the last analysis of the file, read by its summary
         self.seeds = Seeds()
 
 
@@ -229,9 +230,9 @@ class Project:
         self._summarizing.add(pf.path)
         try:
             self.seeds_from_imports(pf)
-            analyzer = Analyzer(pf.module, seeds=pf.seeds)
-            facts = analyzer.run()
-            pf.summary = self._exports(pf, analyzer)
+            pf.analyzer = Analyzer(pf.module, seeds=pf.seeds)
+            facts = pf.analyzer.run()
+            pf.summary = self._exports(pf, pf.analyzer)
             self._outgoing[pf.path] = facts.outgoing_calls
         finally:
             self._summarizing.discard(pf.path)
@@ -250,15 +251,32 @@ class Project:
             exports[name] = Exported("module_class", rel, name,
                                      holds_state=_holds_state(cls) or _places_itself(cls),
                                      cpu_inputs=tuple(sorted(cls.cpu_inputs, key=str)))
+        facts = analyzer.facts
+        moved = {id(v.loader) for v in facts.values if v.kind is Kind.BATCH and v.loader is not None and facts.is_bound(v)}
+        loader_params: dict[str, list] = {}
+        for function, key, loader in facts.param_loaders:
+            if loader.moved_batches or id(loader) in moved:
+                loader_params.setdefault(function, []).append(key)
         for name, value in analyzer.global_scope.names.items():
             if value is None or "." in name:
                 continue
             if value.kind is Kind.FUNCTION:
                 exports[name] = Exported("function", rel, name, returns=_returned_kind(value.returns),
-                                         holds_state=value.returns is None or value.returns.stateful)
+                                         holds_state=value.returns is None or value.returns.stateful,
+                                         returns_class=self._class_of(rel, analyzer, value.returns),
+                                         loader_params=tuple(sorted(loader_params.get(name, ()), key=str)))
             elif value.kind is Kind.CLASS:
                 exports[name] = Exported("class", rel, name)
         return exports
+
+    @staticmethod
+    def _class_of(rel: str, analyzer: Analyzer, value: Optional[Value]) -> tuple:
+        cls = value.class_value if value is not None and value.kind is Kind.MODULE else None
+        if cls is None or cls.name is None:
+            return ()
+        if cls.origin_file is not None:
+            return (cls.origin_file, cls.name)
+        return (rel, cls.name) if analyzer.module_class_values.get(cls.name) is cls else ()
 
     def _relative(self, path: Path) -> str:
         try:
@@ -273,6 +291,7 @@ class Project:
         in_play = self._in_play(targets)
         for path in in_play:
             self.summary(path)
+        self._settle(in_play)  # an import cycle summarised a file before what it imports
         for _ in range(_ROUNDS):
             incoming = self._incoming()
             changed = [p for p in in_play if self.files.get(p) is not None and self.files[p].seeds.incoming != incoming.get(p, {})]
@@ -281,14 +300,39 @@ class Project:
             for path in changed:
                 pf = self.files[path]
                 pf.seeds.incoming = incoming.get(path, {})
-                facts = Analyzer(pf.module, seeds=pf.seeds).run()
-                self._outgoing[path] = facts.outgoing_calls
+                pf.analyzer = Analyzer(pf.module, seeds=pf.seeds)
+                self._outgoing[path] = pf.analyzer.run().outgoing_calls
+        # What the callees learnt from their callers (a loader whose batches they move) goes back
+        # into the summaries the callers read.
+        for path in in_play:
+            pf = self.files.get(path)
+            if pf is not None and pf.analyzer is not None:
+                pf.summary = self._exports(pf, pf.analyzer)
+        self._settle(in_play)
         result = {}
         for target in targets:
             pf = self.files.get(target)
             if pf is not None and pf.seeds:
                 result[target] = pf.seeds
         return result
+
+    def _settle(self, in_play: list[Path]) -> None:
+        """Read the summaries again until no file's imports change (a few rounds at most)."""
+        for _ in range(_ROUNDS):
+            changed = False
+            for path in in_play:
+                pf = self.files.get(path)
+                if pf is None or pf.module is None:
+                    continue
+                before = (pf.seeds.imported, pf.seeds.star_names)
+                self.seeds_from_imports(pf)
+                if (pf.seeds.imported, pf.seeds.star_names) != before:
+                    changed = True
+                    pf.analyzer = Analyzer(pf.module, seeds=pf.seeds)
+                    self._outgoing[path] = pf.analyzer.run().outgoing_calls
+                    pf.summary = self._exports(pf, pf.analyzer)
+            if not changed:
+                return
 
     def _in_play(self, targets: list[Path]) -> list[Path]:
         """The targets that import project files, what they import (transitively), and the files
@@ -345,12 +389,26 @@ class Project:
         for caller, calls in self._outgoing.items():
             pf = self.files.get(caller)
             for qualified, shape in calls:
-                exported = pf.seeds.imported.get(qualified) if pf is not None else None
-                if exported is None or exported.kind not in ("function", "class"):
+                if qualified.startswith("@"):  # @model.py:Net.fit: a method of a module class of that file
+                    file, _, name = qualified[1:].partition(":")
+                    known = incoming.setdefault((self.root / file).resolve(), {})
+                    known[name] = known[name].merge(shape) if name in known else shape
                     continue
+                exported = pf.seeds.imported.get(qualified) if pf is not None else None
+                name = exported.name if exported is not None else None
+                if exported is None and pf is not None:  # model.Net.fit: a method of a module class
+                    owner, _, method = qualified.rpartition(".")
+                    exported = pf.seeds.imported.get(owner)
+                    if exported is None or exported.kind != "module_class":
+                        continue
+                    name = f"{exported.name}.{method}"
+                if exported is None or exported.kind not in ("function", "class", "module_class"):
+                    continue
+                if exported.kind == "module_class" and "." not in name:
+                    continue  # Net(...): its constructor is read from its own file
                 callee = (self.root / exported.file).resolve()
                 known = incoming.setdefault(callee, {})
-                known[exported.name] = known[exported.name].merge(shape) if exported.name in known else shape
+                known[name] = known[name].merge(shape) if name in known else shape
         return incoming
 
 

@@ -1,0 +1,68 @@
+"""Whole projects (fixtures/projects/): `rewrite --in-place` of the project folder gives every
+file's expected version (``X.expected.py``; files without one stay as they are), a second run
+changes nothing, and the result checks clean of placement findings."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from .conftest import FIXTURES
+
+PROJECTS = sorted(p for p in (FIXTURES / "projects").iterdir() if p.is_dir()) if (FIXTURES / "projects").is_dir() else []
+
+
+def _originals(project: Path) -> dict[str, bytes]:
+    return {p.relative_to(project).as_posix(): p.read_bytes() for p in sorted(project.rglob("*"))
+            if p.is_file() and not p.name.endswith(".expected.py") and "__pycache__" not in p.parts}
+
+
+def _expected(project: Path) -> dict[str, bytes]:
+    files = _originals(project)
+    for rel in list(files):
+        expected = (project / rel).with_name(Path(rel).stem + ".expected.py")
+        if rel.endswith(".py") and expected.exists():
+            files[rel] = expected.read_bytes()
+    return files
+
+
+def _copy(project: Path, tmp_path: Path) -> Path:
+    work = tmp_path / project.name
+    for rel, data in _originals(project).items():
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        (work / rel).write_bytes(data)
+    return work
+
+
+@pytest.mark.parametrize("project", PROJECTS, ids=[p.name for p in PROJECTS])
+def test_project_rewrite_matches_expected(project, tmp_path, cli, monkeypatch):
+    work = _copy(project, tmp_path)
+    monkeypatch.chdir(work)
+    code, _, err = cli("rewrite", "--in-place", ".")
+    assert code == 0, err
+    assert {rel: data.decode() for rel, data in _originals(work).items()} == \
+        {rel: data.decode() for rel, data in _expected(project).items()}
+
+    code, out, err = cli("rewrite", "--check", ".")
+    assert code == 0, out + err  # a fixed point
+    code, out, _ = cli("check", "--no-cache", "--output-format", "json", "--exit-zero", ".")
+    assert [f for f in json.loads(out) if f["code"].startswith("CG1")] == []
+
+
+@pytest.mark.parametrize("project", PROJECTS, ids=[p.name for p in PROJECTS])
+def test_each_file_alone_is_judged_with_its_project(project, tmp_path, cli, monkeypatch):
+    """As a pre-commit hook names only the staged files: each file named alone gets the same
+    rewrite as in the whole-project run."""
+    work = _copy(project, tmp_path)
+    monkeypatch.chdir(work)
+    expected = _expected(project)
+    for rel in sorted(_originals(work)):
+        if not rel.endswith(".py"):
+            continue
+        code, _, err = cli("rewrite", "--in-place", rel)
+        assert code == 0, err
+        assert (work / rel).read_bytes().decode() == expected[rel].decode(), rel
+        shutil.copyfile(project / rel, work / rel)  # the next file sees the project as it was
