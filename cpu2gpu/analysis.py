@@ -70,11 +70,16 @@ class Scope:
         return None
 
     def module_parameter(self) -> Optional[str]:
-        """A parameter of this function that holds a module, to read the device from."""
+        """A parameter of this function that holds a module (or, in a method, a module the object
+        keeps: ``self.model``), to read the device from."""
         for name in self.params:
             value = self.names.get(name)
-            if value is not None and value.kind is Kind.MODULE:
+            if value is not None and value.kind is Kind.MODULE and value.stateful and value.name != "self":
                 return name
+        if self.owner is not None and self.owner.kind is Kind.INSTANCE and self.params:
+            for attr, value in self.owner.attrs.items():
+                if value is not None and value.kind is Kind.MODULE and value.stateful:
+                    return f"{self.params[0]}.{attr}"
         return None
 
 
@@ -185,6 +190,7 @@ class Analyzer:
         self.imports = ImportTable()
         self.imports.names.update(seeds.star_names)
         self.seeded_classes: dict[str, Value] = {}  # module classes of other project files, by qualified name
+        self.pending_outgoing: list = []  # (qualified name, call, argument values)
         self.seeded_class_quals: dict[int, str] = {}  # and back: id of the class value -> qualified name
         self.module_classes: set[str] = set()
         self.module_class_values: dict[str, Value] = {}
@@ -227,6 +233,8 @@ class Analyzer:
         # Names a new module-level variable would clash with (locals elsewhere may shadow it safely).
         self.facts.names_in_use = {n.split(".", 1)[0] for n in self.global_scope.names} | set(self.imports.names)
         self.propagate()
+        self.facts.outgoing_calls = [(qual, call_shape(node, values, self.facts))
+                                     for qual, node, values in self.pending_outgoing]
         return self.facts
 
     # -- statements ----------------------------------------------------------------
@@ -1049,6 +1057,14 @@ class Analyzer:
                     return self.derived(node, _tensors_of(first))  # the same tensors in a new container
                 return None
             return self.qualified_call(node, qual, scope)
+        if type(func) is cst.Subscript:
+            # MODELS[name](): a dict of module classes kept in another project file
+            key = dotted(func.value)
+            qual = self.imports.resolve(func.value) if key is not None and not scope.has(key.split(".", 1)[0]) else None
+            exported = self.seeds.imported.get(qual) if qual is not None else None
+            if exported is not None and exported.kind == "registry":
+                self.expr(func.slice[0].slice.value, scope) if isinstance(func.slice[0].slice, cst.Index) else None
+                return self.project_call(node, qual, exported, scope)
         callee = self.expr(func, scope)
         if callee is not None:
             return self.value_call(node, callee, scope)
@@ -1203,13 +1219,21 @@ class Analyzer:
         A model handed to another file's function is trained or called there."""
         values = self.args(node, scope)
         self.note_outgoing(qual, node, values)
-        for value in values:
-            if value is not None and value.kind is Kind.MODULE and value.stateful:
-                value.used = True
-                self.facts.uses.append(Use("train", node, self.time, module=value))
+        modules = [v for v in values if v is not None and v.kind is Kind.MODULE and v.stateful]
+        for value in modules:
+            value.used = True
+            self.facts.uses.append(Use("train", node, self.time, module=value))
+        if modules:
+            # loss(net, x, y), evaluate(model, x): the tensors given with a model go into it
+            pairs = [(t, a.value) for v, a in zip(values, node.args) for t in _tensors_of(v)]
+            if pairs:
+                self.facts.uses.append(Use("call", node, self.time, tuple(v for v, _ in pairs),
+                                           tuple(n for _, n in pairs), module=modules[0]))
         if exported.kind == "module_class":
             cls = self.seeded_class(exported.file, exported.name, exported.holds_state, exported.cpu_inputs, node)
             return self.new(Kind.MODULE, node, scope, origin=Origin.MODULE, class_value=cls)
+        if exported.kind == "registry":
+            return self.new(Kind.MODULE, node, scope, origin=Origin.MODULE, stateful=exported.holds_state)
         for index, value in enumerate(values):
             # a loader whose batches the function moves to the device (DataLoader pin_memory, CG301)
             arg = node.args[index]
@@ -1242,7 +1266,8 @@ class Analyzer:
         return cls
 
     def note_outgoing(self, qual: str, node: cst.Call, values: list) -> None:
-        self.facts.outgoing_calls.append((qual, call_shape(node, values)))
+        # the shape is taken after propagation, when it is known which tensors are on the device
+        self.pending_outgoing.append((qual, node, values))
 
     def walk_incoming(self) -> None:
         """Functions and classes of this file that other files call: walked with what they are given."""
@@ -1274,6 +1299,7 @@ class Analyzer:
                 if init is not None and not init.walked:
                     args, kwargs = self.shaped_args(init.definition, shape, skip_self=True)
                     self.function(init, instance, args, kwargs)
+                    self.note_param_loaders(name, init.definition, args, kwargs, skip_self=True)
                 for method in target.methods.values():
                     if not method.walked:
                         self.function(method, instance, [], {})
@@ -1297,9 +1323,11 @@ class Analyzer:
         by_name = {p.name.value: p for p in (*params, *definition.params.kwonly_params)}
 
         def stand_in(kind: Optional[str], param: Optional[cst.Param], stateful: bool) -> Optional[Value]:
-            if param is None or kind not in ("module", "loader", "optimizer", "device"):
+            if param is None or kind not in ("module", "loader", "optimizer", "device", "device_tensor"):
                 return None
             name = param.name.value
+            if kind == "device_tensor":  # a model's output, a moved batch: .numpy() of it needs .cpu()
+                return Value(Kind.TENSOR, param.name, name=name, explicit=Place.DEVICE)
             if kind == "module":
                 return Value(Kind.MODULE, param.name, name=name, explicit=Place.DEVICE, stateful=stateful, used=True)
             if kind == "device":
@@ -1577,13 +1605,16 @@ def _places_itself(cls: Value) -> bool:
     return cls.places_itself or any(_places_itself(base) for base in cls.stateful_bases)
 
 
-def call_shape(node: cst.Call, values: list[Optional[Value]]) -> CallShape:
-    """The kinds of what a call passes, as a function in another file will see them."""
+def call_shape(node: cst.Call, values: list[Optional[Value]], facts: Facts) -> CallShape:
+    """The kinds of what a call passes, as a function in another file will see them: a tensor
+    that is on the device once migrated is a "device_tensor"."""
 
     def kind_of(value: Optional[Value]) -> Optional[str]:
         if value is None:
             return None
-        kind = Kind.TENSOR.value if value.kind is Kind.BATCH else value.kind.value
+        if value.kind in _TENSORISH:
+            return "device_tensor" if facts.place(value) is Place.DEVICE else "tensor"
+        kind = value.kind.value
         return kind if kind in CROSSING_KINDS else None
 
     positional, keywords, stateful = [], [], []

@@ -85,8 +85,8 @@ def check_targets(targets: Sequence[Target], rules: Sequence[Rule], jobs: int, c
         if data is None:
             slots.append(FileResult(target.path, error=error))
             continue
-        if not target.named and not mentions_torch(data):
-            continue
+        if not target.named and not mentions_torch(data) and target.path not in seeds:
+            continue  # (a project file that other files hand tensors to is read even without torch)
         file_seeds = seeds.get(target.path, NO_SEEDS)
         # a file's findings depend on what it learns from the project: a change in model.py re-checks main.py
         extra = file_seeds.fingerprint().encode() if file_seeds else b""

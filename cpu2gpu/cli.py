@@ -173,7 +173,7 @@ def rewrite(paths: tuple[str, ...], in_place: bool, check_only: bool, unsafe_fix
         if data is None:
             errors += 1
             continue
-        if not target.named and not mentions_torch(data):
+        if not target.named and not mentions_torch(data) and target.path not in seeds:
             continue
         try:
             if is_notebook(target.path):

@@ -266,8 +266,33 @@ class Project:
                                          returns_class=self._class_of(rel, analyzer, value.returns),
                                          loader_params=tuple(sorted(loader_params.get(name, ()), key=str)))
             elif value.kind is Kind.CLASS:
-                exports[name] = Exported("class", rel, name)
+                exports[name] = Exported("class", rel, name,
+                                         loader_params=tuple(sorted(loader_params.get(name, ()), key=str)))
+        exports.update(self._registries(pf, rel, analyzer, exports))
         return exports
+
+    @staticmethod
+    def _registries(pf: ProjectFile, rel: str, analyzer: Analyzer, exports: dict) -> dict[str, Exported]:
+        """``MODELS = {"cnn": CNN, "mlp": MLP}`` at module level: a dict whose values are all module
+        classes; ``MODELS[name]()`` is then a model."""
+        found = {}
+        for stmt in pf.module.body:
+            if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+                continue
+            assign = stmt.body[0]
+            if not (isinstance(assign, (cst.Assign, cst.AnnAssign)) and isinstance(assign.value, cst.Dict)):
+                continue
+            targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
+            values = [e.value for e in assign.value.elements if isinstance(e, cst.DictElement)]
+            if not values or len(values) != len(assign.value.elements):
+                continue
+            classes = [exports.get(v.value) if isinstance(v, cst.Name) else None for v in values]
+            if all(c is not None and c.kind == "module_class" for c in classes):
+                for target in targets:
+                    if isinstance(target, cst.Name):
+                        found[target.value] = Exported("registry", rel, target.value,
+                                                       holds_state=all(c.holds_state for c in classes))
+        return found
 
     @staticmethod
     def _class_of(rel: str, analyzer: Analyzer, value: Optional[Value]) -> tuple:
@@ -339,10 +364,12 @@ class Project:
         of the tree that import a target."""
         in_play: dict[Path, None] = {}
         queue = list(targets)
+        explored: set[Path] = set()
         while queue:
             path = queue.pop()
-            if path in in_play:
+            if path in explored:
                 continue
+            explored.add(path)
             reached = self.project_imports(path)
             if reached or path not in targets:
                 in_play[path] = None
@@ -363,7 +390,10 @@ class Project:
 
     def _callers(self, targets: list[Path]) -> list[Path]:
         """Files of the tree whose import lines reach a target (pre-commit names only staged files)."""
-        stems = {t.stem if t.name != "__init__.py" else t.parent.name for t in targets}
+        # a target is reached by its own name, or through its package's __init__.py (re-exports)
+        packages = {t.parent / "__init__.py" for t in targets if (t.parent / "__init__.py").is_file()}
+        reachable = set(targets) | packages
+        stems = {t.stem for t in targets} | {t.parent.name for t in packages}
         callers = []
         for path in self._tree_files():
             if path in targets:
@@ -371,7 +401,7 @@ class Project:
             pf = self.load(path)
             if pf is None or not any(s.encode() in pf.data for s in stems):
                 continue
-            if any(t in targets for t in self.project_imports(path)):
+            if any(t in reachable for t in self.project_imports(path)):
                 callers.append(path)
         return callers
 
@@ -419,6 +449,8 @@ def _returned_kind(value: Optional[Value]) -> Optional[str]:
             Kind.OPTIMIZER: "optimizer"}.get(value.kind)
     if kind == "module" and not value.stateful:
         return None
+    if kind == "tensor" and not (value.is_root and value.explicit is None):
+        return None  # computed from what it is given: it follows its inputs' device
     return kind
 
 

@@ -50,14 +50,21 @@ class CallShape:
         length = max(len(self.positional), len(other.positional))
         mine = self.positional + (None,) * (length - len(self.positional))
         theirs = other.positional + (None,) * (length - len(other.positional))
-        positional = tuple(a if a == b or b is None else (b if a is None else None) for a, b in zip(mine, theirs))
+        positional = tuple(_join(a, b) for a, b in zip(mine, theirs))
         keywords = dict(self.keywords)
         for name, kind in other.keywords:
-            if keywords.get(name, kind) != kind:
-                keywords[name] = None
-            else:
-                keywords[name] = kind
+            keywords[name] = _join(keywords[name], kind) if name in keywords else kind
         return CallShape(positional, tuple(sorted(keywords.items())), tuple(sorted(set(self.stateful) | set(other.stateful), key=str)))
+
+
+def _join(a: Optional[str], b: Optional[str]) -> Optional[str]:
+    """Two callers' kinds for one parameter. A tensor on the device for one caller and on the CPU
+    for another is a device tensor: ``.cpu()`` before ``.numpy()`` is right for both."""
+    if a == b:
+        return a
+    if {a, b} == {"tensor", "device_tensor"}:
+        return "device_tensor"
+    return None
 
 
 @dataclass
