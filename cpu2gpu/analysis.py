@@ -1322,6 +1322,8 @@ class Analyzer:
             params = params[1:]
         by_name = {p.name.value: p for p in (*params, *definition.params.kwonly_params)}
 
+        given_by = ", ".join(shape.callers) or None
+
         def stand_in(kind: Optional[str], param: Optional[cst.Param], stateful: bool) -> Optional[Value]:
             if param is None or kind not in ("module", "loader", "optimizer", "device", "device_tensor"):
                 return None
@@ -1332,7 +1334,8 @@ class Analyzer:
                 return Value(Kind.MODULE, param.name, name=name, explicit=Place.DEVICE, stateful=stateful, used=True)
             if kind == "device":
                 return Value(Kind.DEVICE, param.name, name=name, explicit=Place.DEVICE)
-            return Value(Kind.LOADER if kind == "loader" else Kind.OPTIMIZER, param.name, name=name)
+            return Value(Kind.LOADER if kind == "loader" else Kind.OPTIMIZER, param.name, name=name,
+                         origin_file=given_by)
 
         args = [stand_in(kind, params[i] if i < len(params) else None, i in shape.stateful)
                 for i, kind in enumerate(shape.positional)]

@@ -119,7 +119,7 @@ class Value:
     places_itself: bool = False
     stateful_bases: tuple = ()  # CLASS: local module classes it inherits from
     device_attr: Optional[str] = None  # CLASS: self.<name> holds the device
-    origin_file: Optional[str] = None  # CLASS of another project file: that file, for messages
+    origin_file: Optional[str] = None  # CLASS of another project file / LOADER given by one: that file, for messages
     dict_batch: bool = False  # BATCH: indexed by keys (batch["input"]): every value is moved
 
     @property

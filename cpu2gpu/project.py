@@ -20,6 +20,7 @@ other project files are, and what other project files pass to its functions and 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 from typing import Iterable, Optional
@@ -419,6 +420,7 @@ class Project:
         for caller, calls in self._outgoing.items():
             pf = self.files.get(caller)
             for qualified, shape in calls:
+                shape = dataclasses.replace(shape, callers=(self._relative(caller),))
                 if qualified.startswith("@"):  # @model.py:Net.fit: a method of a module class of that file
                     file, _, name = qualified[1:].partition(":")
                     known = incoming.setdefault((self.root / file).resolve(), {})

@@ -44,6 +44,7 @@ class CallShape:
     positional: tuple = ()  # one kind (or None) per position
     keywords: tuple = ()  # (name, kind) pairs
     stateful: tuple = ()  # positions / names whose module holds state
+    callers: tuple = ()  # the calling files, relative to the project root, for messages
 
     def merge(self, other: "CallShape") -> "CallShape":
         """What every caller agrees on: a position is a model only if no caller says otherwise."""
@@ -54,7 +55,9 @@ class CallShape:
         keywords = dict(self.keywords)
         for name, kind in other.keywords:
             keywords[name] = _join(keywords[name], kind) if name in keywords else kind
-        return CallShape(positional, tuple(sorted(keywords.items())), tuple(sorted(set(self.stateful) | set(other.stateful), key=str)))
+        return CallShape(positional, tuple(sorted(keywords.items())),
+                         tuple(sorted(set(self.stateful) | set(other.stateful), key=str)),
+                         tuple(sorted(set(self.callers) | set(other.callers))))
 
 
 def _join(a: Optional[str], b: Optional[str]) -> Optional[str]:

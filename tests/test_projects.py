@@ -76,3 +76,48 @@ def test_each_file_alone_is_judged_with_its_project(project, tmp_path, cli, monk
         assert code == 0, err
         assert (work / rel).read_bytes().decode() == expected[rel].decode(), rel
         shutil.copyfile(project / rel, work / rel)  # the next file sees the project as it was
+
+
+MAIN = """import torch
+from model import Net
+
+net = Net()
+print(net(torch.ones(1, 4)))
+"""
+STATELESS = "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return x * 2\n"
+WITH_LAYER = ("import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+              "        self.fc = nn.Linear(4, 2)\n\n    def forward(self, x):\n        return self.fc(x)\n")
+
+
+def test_a_finding_caused_by_another_file_names_it(tmp_path, cli, monkeypatch):
+    (tmp_path / "main.py").write_text(MAIN)
+    (tmp_path / "model.py").write_text(WITH_LAYER)
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = cli("check", "--no-cache", "main.py")
+    assert code == 1
+    assert "main.py:4:7: CG101 [*] module `net` is used but never moved to the device (class `Net` from model.py)" in out
+
+
+def test_a_change_in_an_imported_file_rechecks_the_importer(tmp_path, cli, monkeypatch):
+    """The cache key of main.py includes what it learnt from model.py."""
+    (tmp_path / "pyproject.toml").write_text("[tool.cpu2gpu]\n")
+    (tmp_path / "main.py").write_text(MAIN)
+    (tmp_path / "model.py").write_text(STATELESS)
+    monkeypatch.chdir(tmp_path)
+    assert cli("check", "main.py")[0] == 0  # a module without parameters: nothing to move
+    assert (tmp_path / ".cpu2gpu_cache").is_dir()
+    (tmp_path / "model.py").write_text(WITH_LAYER)
+    code, out, _ = cli("check", "main.py")
+    assert code == 1 and "CG101" in out
+
+
+def test_code_outside_the_project_root_stays_unknown(tmp_path, cli, monkeypatch):
+    """model.py above the root (a pyproject.toml folder) is not read: Net() is not known as a model."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("")
+    (project / "main.py").write_text(MAIN)
+    (tmp_path / "model.py").write_text(WITH_LAYER)
+    monkeypatch.chdir(project)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert cli("check", "--no-cache", "main.py")[0] == 0

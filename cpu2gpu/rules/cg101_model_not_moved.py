@@ -75,7 +75,11 @@ class ModelNotMoved(Rule):
                 continue  # a layer built inside a module's method: CG111 builds it in __init__
             if any(move.place is Place.DEVICE for move in value.moves):
                 continue
-            yield self.hit(value.node, move_module(ctx, value), self.message.format(name=value.name or _code(value.node)))
+            message = self.message.format(name=value.name or _code(value.node))
+            cls = value.class_value
+            if cls is not None and cls.origin_file is not None:
+                message += f" (class `{cls.name}` from {cls.origin_file})"  # the reason lies in another file
+            yield self.hit(value.node, move_module(ctx, value), message)
 
 
 def move_module(ctx: RuleContext, value) -> Fix:

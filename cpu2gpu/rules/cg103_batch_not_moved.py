@@ -93,7 +93,10 @@ class BatchNotMoved(Rule):
         for values in groups.values():
             fix = self._fix(ctx, values)
             for value in values:
-                yield self.hit(value.node, fix, self.message.format(name=value.name or "batch"))
+                message = self.message.format(name=value.name or "batch")
+                if value.loader is not None and value.loader.origin_file is not None:
+                    message += f" (the loader is given by {value.loader.origin_file})"
+                yield self.hit(value.node, fix, message)
 
     @staticmethod
     def _fix(ctx: RuleContext, values: list) -> Optional[Fix]:
