@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from .cache import Cache
-from .engine import Finding, SourceError, check_module, parse, select_rules
+from .engine import Finding, SourceError, check_module, parse, remember_source, select_rules
 from .files import Target, mentions_torch
 from .notebook import CellError, check_notebook, is_notebook
 from .output import FileError
-from .parallel import ordered_map
+from .parallel import MIN_ITEMS_PER_JOB, ordered_map
 from .progress import Progress
-from .project import project_seeds
+from .project import ProjectSet
 from .rules import Rule
 from .seeds import NO_SEEDS, Seeds
 
@@ -46,18 +46,26 @@ def _use_rules(codes: Sequence[str]) -> None:
     _rules = select_rules(codes) if codes else []
 
 
-def analyse(job: tuple[str, bytes, Seeds]) -> dict:
-    """The findings of one file (without their path) or its error, as JSON values."""
-    path, data, seeds = job
+def analyse(job: tuple[str, bytes, Seeds, Optional[object]]) -> dict:
+    """The findings of one file (without their path) or its error, as JSON values. ``module``: the
+    file already parsed for the project's seeds (only within one process)."""
+    path, data, seeds, module = job
     try:
         if is_notebook(path):
             findings = check_notebook(data, path, _rules)
         else:
-            findings = check_module(parse(data), path, _rules, seeds)
+            if module is not None:
+                remember_source(module, data)  # for # noqa, without generating the code again
+            findings = check_module(module if module is not None else parse(data), path, _rules, seeds)
     except SourceError as error:
         return {"error": {"message": error.message, "line": error.line, "column": error.column,
                           "cell": error.cell if isinstance(error, CellError) else None}}
     return {"findings": [_without_path(f.as_dict()) for f in findings]}
+
+
+def _same_module(entry, data: bytes):
+    """The module parsed for the seeds, if it was parsed from these very bytes."""
+    return entry[1] if entry is not None and entry[0] == data else None
 
 
 def _without_path(data: dict) -> dict:
@@ -79,27 +87,32 @@ def check_targets(targets: Sequence[Target], rules: Sequence[Rule], jobs: int, c
     """One result per file read (files skipped by the torch pre-filter have none), in target order."""
     slots: list[Optional[FileResult]] = []
     pending: list[tuple[int, str, bytes, Optional[str]]] = []  # slot, path, bytes, cache key
-    seeds = project_seeds([t.path for t in targets])
+    projects = ProjectSet([t.path for t in targets])
+    digests = projects.digests()  # the project around each file, from its import lines: no parse
     for target in targets:
         data, error = read_target(target.path)
         if data is None:
             slots.append(FileResult(target.path, error=error))
             continue
-        if not target.named and not mentions_torch(data) and target.path not in seeds:
-            continue  # (a project file that other files hand tensors to is read even without torch)
-        file_seeds = seeds.get(target.path, NO_SEEDS)
-        # a file's findings depend on what it learns from the project: a change in model.py re-checks main.py
-        extra = file_seeds.fingerprint().encode() if file_seeds else b""
-        key = cache.key(data + extra, "ipynb" if is_notebook(target.path) else "py") if cache is not None else None
+        if not target.named and not mentions_torch(data) and not digests.get(target.path):
+            continue  # (a project file in play is read even without torch: others hand it tensors)
+        # a file's findings depend on the project around it: a change in model.py re-checks main.py
+        key = cache.key(data + digests.get(target.path, b""), "ipynb" if is_notebook(target.path) else "py") \
+            if cache is not None else None
         answer = cache.get(key) if key is not None else None
         if answer is not None:
             slots.append(_result(target.path, answer))
             continue
         slots.append(None)
         pending.append((len(slots) - 1, target.path, data, key))
+    parsed: dict = {}
+    seeds = projects.seeds([path for _, path, _, _ in pending], parsed)
     progress = Progress.for_terminal(len(pending), "cpu2gpu check", quiet)
     codes = [rule.code for rule in rules]
-    answers = ordered_map(analyse, [(path, data, seeds.get(path, NO_SEEDS)) for _, path, data, _ in pending], jobs,
+    in_process = min(jobs, len(pending) // MIN_ITEMS_PER_JOB) <= 1  # modules do not travel to workers
+    jobs_list = [(path, data, seeds.get(path, NO_SEEDS), _same_module(parsed.get(path), data) if in_process else None)
+                 for _, path, data, _ in pending]
+    answers = ordered_map(analyse, jobs_list, jobs,
                           initializer=_use_rules, initargs=(codes,))
     try:
         for (slot, path, _, key), answer in zip(pending, answers):

@@ -95,6 +95,11 @@ def _remember(module: cst.Module, source: Source) -> None:
         _RECENT_SOURCES.popitem(last=False)
 
 
+def remember_source(module: cst.Module, source: Source) -> None:
+    """Keep a module's source for ``locate`` (a module parsed elsewhere, by ``project``)."""
+    _remember(module, source)
+
+
 def parse(source: Source) -> cst.Module:
     if (b"\x00" if isinstance(source, bytes) else "\x00") in source:
         raise SourceError("binary file (it contains NUL bytes), not Python source")

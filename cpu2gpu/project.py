@@ -21,6 +21,7 @@ other project files are, and what other project files pass to its functions and 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re
 from pathlib import Path
 from typing import Iterable, Optional
@@ -28,6 +29,7 @@ from typing import Iterable, Optional
 import libcst as cst
 
 from .analysis import Analyzer, _holds_state, _places_itself
+from .engine import SourceError, parse
 from .facts import Kind, Value
 from .imports import ImportTable
 from .seeds import CallShape, Exported, Seeds
@@ -100,6 +102,7 @@ class Project:
         self.files: dict[Path, Optional[ProjectFile]] = {}
         self._summarizing: set[Path] = set()
         self._outgoing: dict[Path, list] = {}  # calls each file makes into other project files
+        self._module_paths: dict[tuple, Optional[Path]] = {}
 
     # -- where a module lives ---------------------------------------------------------
 
@@ -115,6 +118,12 @@ class Project:
 
     def module_path(self, importer: Path, name: str) -> Optional[Path]:
         """The file (or namespace folder) that ``import name`` in ``importer`` loads, inside the root."""
+        key = (importer.parent, name)
+        if key not in self._module_paths:  # the same few names are looked up from every file of a folder
+            self._module_paths[key] = self._find_module(importer, name)
+        return self._module_paths[key]
+
+    def _find_module(self, importer: Path, name: str) -> Optional[Path]:
         stripped = name.lstrip(".")
         level = len(name) - len(stripped)
         for base in self._bases(importer, level):
@@ -168,8 +177,8 @@ class Project:
         if pf is None or pf.module is not None:
             return pf
         try:
-            pf.module = cst.parse_module(pf.data)
-        except Exception:  # a file that cannot be parsed teaches nothing; its own check reports it
+            pf.module = parse(pf.data)  # the engine's parse: what it refuses teaches nothing
+        except (SourceError, RecursionError, MemoryError, ValueError):  # its own check reports it
             self.files[path.resolve()] = None
             return None
         for node in _import_nodes(pf.module.body):
@@ -362,32 +371,43 @@ class Project:
 
     def _in_play(self, targets: list[Path]) -> list[Path]:
         """The targets that import project files, what they import (transitively), and the files
-        of the tree that import a target."""
+        of the tree that call into them, and their callers in turn (main -> trainer -> train_epoch)."""
         in_play: dict[Path, None] = {}
-        queue = list(targets)
         explored: set[Path] = set()
-        while queue:
-            path = queue.pop()
-            if path in explored:
-                continue
-            explored.add(path)
-            reached = self.project_imports(path)
-            if reached or path not in targets:
-                in_play[path] = None
-            for other in reached:
-                in_play.setdefault(other, None)
-                queue.append(other)
-        for caller in self._callers(targets):
-            if caller not in in_play:
-                in_play[caller] = None
-                queue.append(caller)
-        while queue:  # what the callers import
-            path = queue.pop()
-            for other in self.project_imports(path):
-                if other not in in_play:
-                    in_play[other] = None
+
+        def explore(start: Iterable[Path]) -> None:
+            queue = list(start)
+            while queue:
+                path = queue.pop()
+                if path in explored:
+                    continue
+                explored.add(path)
+                reached = self.project_imports(path)
+                if reached or path not in targets:
+                    in_play[path] = None
+                for other in reached:
+                    in_play.setdefault(other, None)
                     queue.append(other)
+
+        explore(targets)
+        frontier = list(targets)
+        while frontier:
+            callers = [c for c in self._callers(frontier) if c not in explored]
+            explore(callers)
+            frontier = callers
         return list(in_play)
+
+    def digest(self, targets: list[Path]) -> bytes:
+        """A digest of every file in play around the targets, from a scan of import lines (no
+        parse): what a cache key needs so that a change in model.py re-checks main.py."""
+        in_play = self._in_play(targets)
+        if not in_play:
+            return b""
+        h = hashlib.sha256()
+        for path in sorted(in_play):
+            pf = self.load(path)
+            h.update(self._relative(path).encode() + b"\0" + hashlib.sha256(pf.data if pf else b"").digest())
+        return h.hexdigest().encode()
 
     def _callers(self, targets: list[Path]) -> list[Path]:
         """Files of the tree whose import lines reach a target (pre-commit names only staged files)."""
@@ -456,18 +476,53 @@ def _returned_kind(value: Optional[Value]) -> Optional[str]:
     return kind
 
 
+class ProjectSet:
+    """The projects of a set of paths, grouped by project root; each project is read once."""
+
+    def __init__(self, paths: Iterable[str]) -> None:
+        self.projects: dict[Path, Project] = {}
+        self.located: dict[str, tuple[Path, Path]] = {}  # path as given -> (root, resolved path)
+        for raw in paths:
+            if raw.endswith(".py"):
+                path = Path(raw).resolve()
+                root = find_root(path)
+                self.projects.setdefault(root, Project(root))
+                self.located[raw] = (root, path)
+
+    def _by_root(self, raws: Iterable[str]) -> dict[Path, list[tuple[str, Path]]]:
+        groups: dict[Path, list[tuple[str, Path]]] = {}
+        for raw in raws:
+            if raw in self.located:
+                root, path = self.located[raw]
+                groups.setdefault(root, []).append((raw, path))
+        return groups
+
+    def digests(self) -> dict[str, bytes]:
+        """One digest per project (of the files in play around all its targets), by path as given."""
+        found: dict[str, bytes] = {}
+        for root, items in self._by_root(self.located).items():
+            digest = self.projects[root].digest([p for _, p in items])
+            for raw, _ in items:
+                found[raw] = digest
+        return found
+
+    def seeds(self, raws: Iterable[str], parsed: Optional[dict] = None) -> dict[str, Seeds]:
+        """The seeds of the given paths. ``parsed``, when given, receives the modules parsed on the
+        way (path as given -> (bytes, module)), so that a check in this process does not parse them again."""
+        seeds: dict[str, Seeds] = {}
+        for root, items in self._by_root(raws).items():
+            project = self.projects[root]
+            found = project.seeds_for([p for _, p in items])
+            for raw, path in items:
+                if path in found:
+                    seeds[raw] = found[path]
+                pf = project.files.get(path)
+                if parsed is not None and pf is not None and pf.module is not None:
+                    parsed[raw] = (pf.data, pf.module)
+        return seeds
+
+
 def project_seeds(paths: Iterable[str]) -> dict[str, Seeds]:
-    """The seeds of every given Python file, by the path as given, grouped by project root."""
-    by_root: dict[Path, list[tuple[str, Path]]] = {}
-    for raw in paths:
-        if not raw.endswith(".py"):
-            continue
-        path = Path(raw).resolve()
-        by_root.setdefault(find_root(path), []).append((raw, path))
-    seeds: dict[str, Seeds] = {}
-    for root, items in by_root.items():
-        found = Project(root).seeds_for([p for _, p in items])
-        for raw, path in items:
-            if path in found:
-                seeds[raw] = found[path]
-    return seeds
+    """The seeds of every given Python file, by the path as given."""
+    paths = list(paths)
+    return ProjectSet(paths).seeds(paths)
