@@ -46,26 +46,27 @@ def _use_rules(codes: Sequence[str]) -> None:
     _rules = select_rules(codes) if codes else []
 
 
-def analyse(job: tuple[str, bytes, Seeds, Optional[object]]) -> dict:
-    """The findings of one file (without their path) or its error, as JSON values. ``module``: the
-    file already parsed for the project's seeds (only within one process)."""
-    path, data, seeds, module = job
+def analyse(job: tuple[str, bytes, Seeds, Optional[tuple]]) -> dict:
+    """The findings of one file (without their path) or its error, as JSON values. ``known``: the
+    module (and facts) the project's seeds were computed from (only within one process)."""
+    path, data, seeds, known = job
+    module, facts = known if known is not None else (None, None)
     try:
         if is_notebook(path):
             findings = check_notebook(data, path, _rules)
         else:
             if module is not None:
                 remember_source(module, data)  # for # noqa, without generating the code again
-            findings = check_module(module if module is not None else parse(data), path, _rules, seeds)
+            findings = check_module(module if module is not None else parse(data), path, _rules, seeds, facts)
     except SourceError as error:
         return {"error": {"message": error.message, "line": error.line, "column": error.column,
                           "cell": error.cell if isinstance(error, CellError) else None}}
     return {"findings": [_without_path(f.as_dict()) for f in findings]}
 
 
-def _same_module(entry, data: bytes):
-    """The module parsed for the seeds, if it was parsed from these very bytes."""
-    return entry[1] if entry is not None and entry[0] == data else None
+def _same_module(entry, data: bytes) -> Optional[tuple]:
+    """(module, facts) of the project's reading, if it read these very bytes."""
+    return (entry[1], entry[2]) if entry is not None and entry[0] == data else None
 
 
 def _without_path(data: dict) -> dict:

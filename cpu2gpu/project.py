@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import re
 from pathlib import Path
 from typing import Iterable, Optional
@@ -91,6 +92,7 @@ class ProjectFile:
         self.stars: list[str] = []  # module names of ``from x import *``
         self.summary: Optional[dict[str, Exported]] = None
         self.analyzer: Optional[Analyzer] = None  # the last analysis of the file, read by its summary
+        self.analyzed_with = ""  # the fingerprint of the seeds that analysis read
         self.seeds = Seeds()
 
 
@@ -103,6 +105,9 @@ class Project:
         self._summarizing: set[Path] = set()
         self._outgoing: dict[Path, list] = {}  # calls each file makes into other project files
         self._module_paths: dict[tuple, Optional[Path]] = {}
+        self._root_text = str(root)
+        self._in_folder: dict[tuple, Optional[Path]] = {}
+        self._tree: Optional[list[Path]] = None
 
     # -- where a module lives ---------------------------------------------------------
 
@@ -127,17 +132,31 @@ class Project:
         stripped = name.lstrip(".")
         level = len(name) - len(stripped)
         for base in self._bases(importer, level):
-            target = base.joinpath(*stripped.split(".")) if stripped else base
-            for candidate in (target.with_suffix(".py") if stripped else None, target / "__init__.py"):
-                if candidate is not None and candidate.is_file() and self._inside(candidate):
-                    return candidate.resolve()
-            if stripped and target.is_dir() and self._inside(target):
-                return target.resolve()  # a namespace package: its names are submodules
+            key = (base, stripped)
+            if key not in self._in_folder:  # torch, numpy...: looked up in the same few folders
+                self._in_folder[key] = self._module_in(base, stripped)
+            if self._in_folder[key] is not None:
+                return self._in_folder[key]
+        return None
+
+    def _module_in(self, base: Path, stripped: str) -> Optional[Path]:
+        target = base.joinpath(*stripped.split(".")) if stripped else base
+        if not self._inside(target):
+            return None
+        if stripped and not (base / stripped.split(".", 1)[0]).exists() \
+                and not (base / (stripped.split(".", 1)[0] + ".py")).exists():
+            return None  # one stat answers for every name that is not here
+        for candidate in (target.with_suffix(".py") if stripped else None, target / "__init__.py"):
+            if candidate is not None and candidate.is_file():
+                return candidate
+        if stripped and target.is_dir():
+            return target  # a namespace package: its names are submodules
         return None
 
     def _inside(self, path: Path) -> bool:
-        resolved = path.resolve()
-        return resolved == self.root or self.root in resolved.parents
+        """Within the root. Paths here are built from resolved ones, so a prefix test suffices."""
+        text = str(path)
+        return text == self._root_text or text.startswith(self._root_text + os.sep)
 
     def resolve(self, importer: Path, qualified: str) -> Optional[Exported]:
         """What a qualified name (as the importer's ``ImportTable`` spells it) is in its project file."""
@@ -164,7 +183,7 @@ class Project:
     # -- reading files ----------------------------------------------------------------
 
     def load(self, path: Path) -> Optional[ProjectFile]:
-        path = path.resolve()
+        # paths here are absolute and built from resolved ones: no resolve() (a syscall per part)
         if path not in self.files:
             try:
                 self.files[path] = ProjectFile(path, path.read_bytes())
@@ -179,7 +198,7 @@ class Project:
         try:
             pf.module = parse(pf.data)  # the engine's parse: what it refuses teaches nothing
         except (SourceError, RecursionError, MemoryError, ValueError):  # its own check reports it
-            self.files[path.resolve()] = None
+            self.files[path] = None
             return None
         for node in _import_nodes(pf.module.body):
             pf.imports.add(node)
@@ -199,7 +218,7 @@ class Project:
             if location is not None and location.is_file() and location != pf.path:
                 found.append(location)
             elif location is not None and location.is_dir():
-                found.extend(p.resolve() for p in location.glob("*.py"))
+                found.extend(p for p in location.glob("*.py"))
         # from pkg import model: model.py is a submodule of pkg
         return list(dict.fromkeys(found))
 
@@ -240,7 +259,7 @@ class Project:
         self._summarizing.add(pf.path)
         try:
             self.seeds_from_imports(pf)
-            pf.analyzer = Analyzer(pf.module, seeds=pf.seeds)
+            pf.analyzer = self._analyzer(pf)
             facts = pf.analyzer.run()
             pf.summary = self._exports(pf, pf.analyzer)
             self._outgoing[pf.path] = facts.outgoing_calls
@@ -313,6 +332,13 @@ class Project:
             return (cls.origin_file, cls.name)
         return (rel, cls.name) if analyzer.module_class_values.get(cls.name) is cls else ()
 
+    @staticmethod
+    def _analyzer(pf: ProjectFile) -> Analyzer:
+        """A fresh analysis of the file with its seeds as they are now (remembered, so that the
+        final check can reuse its facts when the seeds have not moved since)."""
+        pf.analyzed_with = pf.seeds.fingerprint()
+        return Analyzer(pf.module, seeds=pf.seeds)
+
     def _relative(self, path: Path) -> str:
         try:
             return path.relative_to(self.root).as_posix()
@@ -335,7 +361,7 @@ class Project:
             for path in changed:
                 pf = self.files[path]
                 pf.seeds.incoming = incoming.get(path, {})
-                pf.analyzer = Analyzer(pf.module, seeds=pf.seeds)
+                pf.analyzer = self._analyzer(pf)
                 self._outgoing[path] = pf.analyzer.run().outgoing_calls
         # What the callees learnt from their callers (a loader whose batches they move) goes back
         # into the summaries the callers read.
@@ -363,7 +389,7 @@ class Project:
                 self.seeds_from_imports(pf)
                 if (pf.seeds.imported, pf.seeds.star_names) != before:
                     changed = True
-                    pf.analyzer = Analyzer(pf.module, seeds=pf.seeds)
+                    pf.analyzer = self._analyzer(pf)
                     self._outgoing[path] = pf.analyzer.run().outgoing_calls
                     pf.summary = self._exports(pf, pf.analyzer)
             if not changed:
@@ -392,7 +418,7 @@ class Project:
         explore(targets)
         frontier = list(targets)
         while frontier:
-            callers = [c for c in self._callers(frontier) if c not in explored]
+            callers = self._callers(frontier, frozenset(explored))
             explore(callers)
             frontier = callers
         return list(in_play)
@@ -409,15 +435,16 @@ class Project:
             h.update(self._relative(path).encode() + b"\0" + hashlib.sha256(pf.data if pf else b"").digest())
         return h.hexdigest().encode()
 
-    def _callers(self, targets: list[Path]) -> list[Path]:
-        """Files of the tree whose import lines reach a target (pre-commit names only staged files)."""
+    def _callers(self, targets: list[Path], explored: frozenset = frozenset()) -> list[Path]:
+        """Files of the tree whose import lines reach a target (pre-commit names only staged files);
+        files already ``explored`` are known."""
         # a target is reached by its own name, or through its package's __init__.py (re-exports)
         packages = {t.parent / "__init__.py" for t in targets if (t.parent / "__init__.py").is_file()}
         reachable = set(targets) | packages
         stems = {t.stem for t in targets} | {t.parent.name for t in packages}
         callers = []
         for path in self._tree_files():
-            if path in targets:
+            if path in targets or path in explored:
                 continue
             pf = self.load(path)
             if pf is None or not any(s.encode() in pf.data for s in stems):
@@ -426,14 +453,13 @@ class Project:
                 callers.append(path)
         return callers
 
-    def _tree_files(self) -> Iterable[Path]:
-        import os
-
-        for folder, dirs, files in os.walk(self.root):
-            dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith("."))
-            for name in sorted(files):
-                if name.endswith(".py"):
-                    yield Path(folder, name).resolve()
+    def _tree_files(self) -> list[Path]:
+        if self._tree is None:
+            self._tree = []
+            for folder, dirs, files in os.walk(self.root):
+                dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith("."))
+                self._tree.extend(Path(folder, name) for name in sorted(files) if name.endswith(".py"))
+        return self._tree
 
     def _incoming(self) -> dict[Path, dict[str, CallShape]]:
         incoming: dict[Path, dict[str, CallShape]] = {}
@@ -443,7 +469,7 @@ class Project:
                 shape = dataclasses.replace(shape, callers=(self._relative(caller),))
                 if qualified.startswith("@"):  # @model.py:Net.fit: a method of a module class of that file
                     file, _, name = qualified[1:].partition(":")
-                    known = incoming.setdefault((self.root / file).resolve(), {})
+                    known = incoming.setdefault(self.root / file, {})
                     known[name] = known[name].merge(shape) if name in known else shape
                     continue
                 exported = pf.seeds.imported.get(qualified) if pf is not None else None
@@ -458,7 +484,7 @@ class Project:
                     continue
                 if exported.kind == "module_class" and "." not in name:
                     continue  # Net(...): its constructor is read from its own file
-                callee = (self.root / exported.file).resolve()
+                callee = self.root / exported.file
                 known = incoming.setdefault(callee, {})
                 known[name] = known[name].merge(shape) if name in known else shape
         return incoming
@@ -508,7 +534,8 @@ class ProjectSet:
 
     def seeds(self, raws: Iterable[str], parsed: Optional[dict] = None) -> dict[str, Seeds]:
         """The seeds of the given paths. ``parsed``, when given, receives the modules parsed on the
-        way (path as given -> (bytes, module)), so that a check in this process does not parse them again."""
+        way (path as given -> (bytes, module, facts or None)), so that a check in this process does not
+        parse them again, nor analyse them again when the seeds did not move since the last analysis."""
         seeds: dict[str, Seeds] = {}
         for root, items in self._by_root(raws).items():
             project = self.projects[root]
@@ -518,7 +545,8 @@ class ProjectSet:
                     seeds[raw] = found[path]
                 pf = project.files.get(path)
                 if parsed is not None and pf is not None and pf.module is not None:
-                    parsed[raw] = (pf.data, pf.module)
+                    current = pf.analyzer is not None and pf.analyzed_with == pf.seeds.fingerprint()
+                    parsed[raw] = (pf.data, pf.module, pf.analyzer.facts if current else None)
         return seeds
 
 
