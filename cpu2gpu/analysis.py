@@ -78,7 +78,10 @@ class Scope:
                 return name
         if self.owner is not None and self.owner.kind is Kind.INSTANCE and self.params:
             for attr, value in self.owner.attrs.items():
-                if value is not None and value.kind is Kind.MODULE and value.stateful:
+                # a model the object was given (on the device already), never one it builds itself:
+                # self.net = Net().to(next(self.net.parameters()).device) would read self.net too early
+                if value is not None and value.kind is Kind.MODULE and value.stateful \
+                        and value.explicit is Place.DEVICE and not value.moves:
                     return f"{self.params[0]}.{attr}"
         return None
 
@@ -1248,6 +1251,12 @@ class Analyzer:
                             class_value=cls)
         if kind == "tensor":
             return self.new(Kind.TENSOR, node, scope, origin=Origin.CONVERSION)
+        if kind == "tuple":
+            # adj, features, labels = load_data(): each tensor is moved after the line, if it meets the device
+            source = f"`{exported.name}()` from {exported.file}"
+            elements = tuple(self.new(Kind.BATCH, node, scope, origin=Origin.UNPACK, origin_file=source)
+                             if element == "tensor" else None for element in exported.returns_elements)
+            return Value(Kind.TUPLE, node, elements=elements, time=self.time)
         if kind == "loader":
             return Value(Kind.LOADER, node, time=self.time)
         if kind == "optimizer":
@@ -1424,6 +1433,9 @@ class Analyzer:
         if receiver.kind is Kind.GENERATOR:
             return receiver if method == "manual_seed" else None  # torch.Generator().manual_seed(0)
         if receiver.kind is Kind.MODULE:
+            if method in ("numpy", "tolist", "item") and receiver.loaded_without_map_location:
+                self.facts.host_loads.add(id(receiver.node))  # torch.load(f).numpy(): read on the host
+                return None
             if method in api.MODULE_SELF_METHODS:
                 return receiver
             seeded = self.seeded_class_quals.get(id(receiver.class_value)) if receiver.class_value is not None else None

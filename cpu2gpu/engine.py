@@ -170,8 +170,11 @@ class Analysis:
 
 
 def analyze_module(module: cst.Module, rules: Sequence[Rule], device_expression: Optional[str] = None,
-                   pinned: frozenset[int] = frozenset(), seeds: Seeds = NO_SEEDS) -> Analysis:
-    facts = analyze(module, pinned, seeds)
+                   pinned: frozenset[int] = frozenset(), seeds: Seeds = NO_SEEDS,
+                   facts: Optional[Facts] = None) -> Analysis:
+    """``facts``: the module's facts for these seeds, when already known (the project's reading)."""
+    if facts is None or pinned:
+        facts = analyze(module, pinned, seeds)
     setup = plan_device_setup(module, facts.torch_alias, facts.names_in_use, device_expression)
     context = RuleContext(facts, setup)
     hits: list[Hit] = []
@@ -238,12 +241,14 @@ def locate(analysis: Analysis, path: str, suppressed: Optional[list[Hit]] = None
     return located
 
 
-def check_module(module: cst.Module, path: str, rules: Sequence[Rule], seeds: Seeds = NO_SEEDS) -> list[Finding]:
-    return _deep(_check_module, module, path, rules, seeds)
+def check_module(module: cst.Module, path: str, rules: Sequence[Rule], seeds: Seeds = NO_SEEDS,
+                 facts: Optional[Facts] = None) -> list[Finding]:
+    return _deep(_check_module, module, path, rules, seeds, facts)
 
 
-def _check_module(module: cst.Module, path: str, rules: Sequence[Rule], seeds: Seeds = NO_SEEDS) -> list[Finding]:
-    analysis = analyze_module(module, rules, seeds=seeds)
+def _check_module(module: cst.Module, path: str, rules: Sequence[Rule], seeds: Seeds = NO_SEEDS,
+                  facts: Optional[Facts] = None) -> list[Finding]:
+    analysis = analyze_module(module, rules, seeds=seeds, facts=facts)
     return [finding for finding, _ in locate_with_noqa(analysis, path, rules, seeds=seeds)[1]]
 
 

@@ -176,6 +176,7 @@ class Facts:
     bound: set[int] = field(default_factory=set)  # ids of roots bound for the device
     imports: Optional[object] = None  # the ImportTable: rules that read code resolve names with it
     module_class_defs: dict[str, cst.ClassDef] = field(default_factory=dict)  # nn.Module subclasses
+    host_loads: set = field(default_factory=set)  # ids of torch.load calls whose result is read on the host
     param_loaders: list = field(default_factory=list)  # (function, position or keyword, stand-in loader): given by other files
     outgoing_calls: list = field(default_factory=list)  # (qualified name, CallShape): calls into other project files
 

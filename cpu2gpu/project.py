@@ -31,7 +31,7 @@ import libcst as cst
 
 from .analysis import Analyzer, _holds_state, _places_itself
 from .engine import SourceError, parse
-from .facts import Kind, Value
+from .facts import Kind, Place, Value
 from .imports import ImportTable
 from .seeds import CallShape, Exported, Seeds
 
@@ -291,6 +291,7 @@ class Project:
                 continue
             if value.kind is Kind.FUNCTION:
                 exports[name] = Exported("function", rel, name, returns=_returned_kind(value.returns),
+                                         returns_elements=_returned_elements(facts, value.returns),
                                          holds_state=value.returns is None or value.returns.stateful,
                                          returns_class=self._class_of(rel, analyzer, value.returns),
                                          loader_params=tuple(sorted(loader_params.get(name, ()), key=str)))
@@ -490,9 +491,20 @@ class Project:
         return incoming
 
 
+def _returned_elements(facts, value: Optional[Value]) -> tuple:
+    """A returned tuple: which elements are tensors made on the CPU (not computed from arguments)."""
+    if value is None or value.kind is not Kind.TUPLE:
+        return ()
+    return tuple("tensor" if e is not None and e.kind in (Kind.TENSOR, Kind.BATCH) and facts.place(e) is Place.CPU
+                 else None for e in value.elements)
+
+
 def _returned_kind(value: Optional[Value]) -> Optional[str]:
     if value is None:
         return None
+    if value.kind is Kind.TUPLE:
+        return "tuple" if any(_returned_kind(e) == "tensor" or (e is not None and e.kind in (Kind.TENSOR, Kind.BATCH))
+                              for e in value.elements) else None
     kind = {Kind.MODULE: "module", Kind.TENSOR: "tensor", Kind.BATCH: "tensor", Kind.LOADER: "loader",
             Kind.OPTIMIZER: "optimizer"}.get(value.kind)
     if kind == "module" and not value.stateful:

@@ -33,6 +33,7 @@ class Exported:
     returns: Optional[str] = None  # function: the kind it returns; value: its kind
     holds_state: bool = True  # module class / returned module: has parameters or buffers
     cpu_inputs: tuple = ()  # module class: forward's inputs that stay on the CPU (names, positions)
+    returns_elements: tuple = ()  # function returning a tuple: "tensor" (made on the CPU) or None, per element
     returns_class: tuple = ()  # function returning a module: (file, class name) of that module, if known
     loader_params: tuple = ()  # function: parameters (positions, keywords) whose loader's batches it moves to the device
 

@@ -94,6 +94,8 @@ class BatchNotMoved(Rule):
             fix = self._fix(ctx, values)
             for value in values:
                 message = self.message.format(name=value.name or "batch")
+                if value.loader is None and value.origin_file is not None:
+                    message = f"tensor `{value.name}` returned by {value.origin_file} is used without a move to the device"
                 if value.loader is not None and value.loader.origin_file is not None:
                     message += f" (the loader is given by {value.loader.origin_file})"
                 yield self.hit(value.node, fix, message)

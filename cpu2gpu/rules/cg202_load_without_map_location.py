@@ -44,6 +44,11 @@ class LoadWithoutMapLocation(Rule):
 
     def check(self, ctx: RuleContext) -> Iterator[Hit]:
         for call, scope, time in ctx.facts.loads_without_map_location:
+            if id(call) in ctx.facts.host_loads:
+                # torch.load(f).numpy(): read on the host, where a device map would break it
+                build = lambda n: add_keyword(n, "map_location", cst.parse_expression('"cpu"'))  # noqa: E731
+                yield self.hit(call, Fix([Replace(call, build)]))
+                continue
             device, needs_setup = ctx.device_for(scope, time)
             build = lambda n, d=device: add_keyword(n, "map_location", cst.parse_expression(d))  # noqa: E731
             yield self.hit(call, Fix([Replace(call, build)], needs_device_setup=needs_setup))
