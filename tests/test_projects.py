@@ -121,3 +121,53 @@ def test_code_outside_the_project_root_stays_unknown(tmp_path, cli, monkeypatch)
     monkeypatch.chdir(project)
     monkeypatch.syspath_prepend(str(tmp_path))
     assert cli("check", "--no-cache", "main.py")[0] == 0
+
+
+def _project(tmp_path, files: dict) -> Path:
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    return tmp_path
+
+
+def test_tensors_returned_in_a_tuple_by_another_file_are_moved_after_the_unpacking(tmp_path, cli, monkeypatch):
+    _project(tmp_path, {
+        "utils.py": "import torch\n\n\ndef load_data(n):\n    x = torch.randn(n, 4)\n    y = torch.zeros(n, dtype=torch.long)\n"
+                    "    return x, y, list(range(n))\n",
+        "train.py": "import torch\nfrom utils import load_data\n\nx, y, ids = load_data(8)\nmodel = torch.nn.Linear(4, 2)\n"
+                    "loss = torch.nn.functional.cross_entropy(model(x), y)\n",
+    })
+    monkeypatch.chdir(tmp_path)
+    code, _, err = cli("rewrite", "--in-place", "train.py")
+    assert code == 0, err
+    text = (tmp_path / "train.py").read_text()
+    assert "x, y, ids = load_data(8)\nx, y = x.to(device), y.to(device)\n" in text  # ids is not a tensor
+    assert "model = torch.nn.Linear(4, 2).to(device)" in text
+
+
+def test_a_class_that_builds_its_own_model_gets_a_device_of_its_own(tmp_path, cli, monkeypatch):
+    """Never `self.net = Net().to(next(self.net.parameters()).device)`: self.net does not exist yet."""
+    _project(tmp_path, {
+        "model.py": WITH_LAYER,
+        "solver.py": "import torch\nfrom model import Net\n\n\nclass Solver:\n    def __init__(self, loader):\n"
+                     "        self.loader = loader\n        self.net = Net()\n\n    def train(self):\n"
+                     "        for x, y in self.loader:\n            self.net(x)\n",
+        "main.py": "import torch\nfrom torch.utils.data import DataLoader, TensorDataset\nfrom solver import Solver\n\n"
+                   "loader = DataLoader(TensorDataset(torch.randn(8, 4), torch.zeros(8)), batch_size=4)\n"
+                   "Solver(loader).train()\n",
+    })
+    monkeypatch.chdir(tmp_path)
+    code, _, err = cli("rewrite", "--in-place", ".")
+    assert code == 0, err
+    solver = (tmp_path / "solver.py").read_text()
+    assert "self.net.parameters()).device" not in solver.split("self.net = ")[1].split("\n")[0]
+    assert "self.net = Net().to(device)" in solver and 'device = torch.device("cuda"' in solver
+    assert "            x = x.to(device)\n            self.net(x)" in solver  # y never meets the model
+    compile(solver, "solver.py", "exec")
+
+
+def test_a_checkpoint_read_on_the_host_is_mapped_to_the_cpu(cli, tmp_path, monkeypatch):
+    (tmp_path / "read.py").write_text('import torch\nmask = torch.load("mask.pt").numpy()\n')
+    monkeypatch.chdir(tmp_path)
+    assert cli("rewrite", "--in-place", "read.py")[0] == 0
+    assert (tmp_path / "read.py").read_text() == 'import torch\nmask = torch.load("mask.pt", map_location="cpu").numpy()\n'
