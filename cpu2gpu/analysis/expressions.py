@@ -1,0 +1,351 @@
+"""Expressions: what each one may hold, calls of values of the file, where values meet.
+
+A part of ``Analyzer`` (see ``analyzer.py``): its methods read and write the one ``Facts``."""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional, Sequence
+
+import libcst as cst
+
+from .. import torchapi as api
+from ..facts import Kind, Origin, Place, Use, Value
+from ..imports import dotted
+
+from .core import (
+    Scope,
+    _TENSORISH,
+    _call_kwarg,
+    _device_string_place,
+    _is_tensorish,
+    _mentions_guard,
+    _plain_args,
+    _string_value,
+    _target_names,
+    _tensors_of,
+)
+
+
+class ExpressionEvaluator:
+    def tick(self) -> int:
+        self.time += 1
+        return self.time
+
+    def new(self, kind: Kind, node: cst.CSTNode, scope: Optional[Scope] = None, **fields) -> Value:
+        value = Value(kind, node, time=self.time, scope=scope, **fields)
+        if id(node) in self.pinned:
+            value.explicit = Place.CPU  # `# noqa`: it stays where the script puts it
+        if value.is_root:
+            self.facts.values.append(value)
+            if self.method_context is not None and kind is Kind.MODULE \
+                    and self.method_context[0].name.value != "__init__":
+                value.context = "module-method"  # a layer built on every call: CG111
+                value.method = self.method_context[0]
+            if self.method_context is not None and kind is Kind.TENSOR:
+                method, method_input = self.method_context
+                if method.name.value != "__init__":
+                    value.context = "module-method"
+                value.method, value.method_input = method, method_input
+            elif self.function_input is not None and kind is Kind.TENSOR:
+                value.method, value.method_input, value.input_value = self.function_input
+                value.context = "function"
+        return value
+
+    def derived(self, node: cst.CSTNode, sources: Iterable[Optional[Value]]) -> Optional[Value]:
+        found = tuple(s for s in sources if s is not None and s.kind in (*_TENSORISH, Kind.DEVICE))
+        if not found:
+            return None
+        return Value(Kind.TENSOR, node, sources=found, time=self.time)
+
+    def op(self, node: cst.CSTNode, values: Iterable[Optional[Value]],
+           operands: Optional[Sequence[cst.CSTNode]] = None, scope: Optional[Scope] = None) -> None:
+        """Tensors meet in ``node``. ``operands`` are their expressions, where each is one tensor."""
+        values = list(values)
+        tensors = tuple(t for v in values for t in _tensors_of(v))
+        if len(tensors) < 2:
+            return
+        arg_nodes: tuple[cst.CSTNode, ...] = ()
+        if operands is not None and len(operands) == len(values) and all(_is_tensorish(v) or v is None for v in values):
+            pairs = [(v, n) for v, n in zip(values, operands) if v is not None]
+            tensors = tuple(v for v, _ in pairs)
+            arg_nodes = tuple(n for _, n in pairs)
+        self.facts.uses.append(Use("op", node, self.time, tensors, arg_nodes=arg_nodes, scope=scope))
+
+    def expr(self, node: Optional[cst.BaseExpression], scope: Scope) -> Optional[Value]:
+        if node is None:
+            return None
+        kind = type(node)  # exact types: isinstance on libcst's classes goes through ABCMeta, and is slow here
+        if kind is cst.Name:
+            self.facts.names_in_use.add(node.value)
+            value = scope.lookup(node.value)
+            if value is not None and value.origin is Origin.COMPREHENSION:
+                value.use_nodes.append(node)
+            return value
+        if kind is cst.Attribute:
+            return self.attribute(node, scope)
+        if kind is cst.Call:
+            return self.call(node, scope)
+        if kind is cst.BinaryOperation:
+            left = self.expr(node.left, scope)
+            right = self.expr(node.right, scope)
+            self.op(node, [left, right], [node.left, node.right], scope)
+            return self.derived(node, [left, right])
+        if kind is cst.Comparison:
+            values = [self.expr(node.left, scope)]
+            values += [self.expr(c.comparator, scope) for c in node.comparisons]
+            self.op(node, values, [node.left, *[c.comparator for c in node.comparisons]], scope)
+            return self.derived(node, values)
+        if kind is cst.UnaryOperation:
+            return self.derived(node, [self.expr(node.expression, scope)])
+        if kind is cst.Subscript:
+            return self.subscript(node, scope)
+        if kind is cst.SimpleString:
+            text = _string_value(node)
+            place = _device_string_place(text) if text is not None else None
+            return Value(Kind.DEVICE, node, explicit=place) if place is not None else None
+        if kind is cst.IfExp:
+            self.expr(node.test, scope)
+            guarded = _mentions_guard(node.test)
+            self.guard_depth += guarded
+            try:
+                body = self.expr(node.body, scope)
+            finally:
+                self.guard_depth -= guarded
+            orelse = self.expr(node.orelse, scope)
+            if body is not None and orelse is not None and body.kind is orelse.kind is Kind.DEVICE:
+                places = {self.facts.place(body), self.facts.place(orelse)}
+                return Value(Kind.DEVICE, node, explicit=Place.DEVICE if Place.DEVICE in places else Place.CPU)
+            return body if body is orelse else None
+        if kind is cst.List and not node.elements:
+            # outputs = [] ... outputs.append(logits): a list that holds what is appended to it.
+            return Value(Kind.TENSOR, node, time=self.time, is_list=True)
+        if kind in (cst.Tuple, cst.List):
+            values = [self.expr(e.value, scope) for e in node.elements]
+            return self.derived(node, [v for v in values if _is_tensorish(v)])
+        if kind in (cst.ListComp, cst.GeneratorExp, cst.SetComp):
+            return self.comprehension(node, scope)
+        if kind in (cst.DictComp, cst.Lambda):
+            self.generic(node, Scope(scope))
+            return None
+        if kind in (cst.Await, cst.Yield, cst.StarredElement):
+            inner = getattr(node, "expression", None) or getattr(node, "value", None)
+            if isinstance(inner, cst.BaseExpression):
+                return self.expr(inner, scope)
+            return None
+        if kind in (cst.Integer, cst.Float, cst.Imaginary, cst.Ellipsis):
+            return None
+        self.generic(node, scope)
+        return None
+
+    def comprehension(self, node: cst.BaseExpression, scope: Scope) -> Optional[Value]:
+        """``[h.detach() for h in hidden]``: the elements of tensors are tensors, so is the result."""
+        inner = Scope(scope)
+        clause: Optional[cst.CompFor] = node.for_in
+        while clause is not None:
+            iterable = self.expr(clause.iter, inner)
+            element = self.derived(clause.iter, _tensors_of(iterable))
+            for name in _target_names(clause.target):
+                inner.names[name] = element
+                if iterable is not None and iterable.kind is Kind.LOADER:
+                    # sum(loss(model(x)) for (x,) in loader): batches moved where they are used.
+                    batch = Value(Kind.BATCH, clause.target, name=name, origin=Origin.COMPREHENSION, scope=scope,
+                                  time=self.tick(), loader=iterable)
+                    self.facts.values.append(batch)
+                    inner.names[name] = batch
+            for condition in clause.ifs:
+                self.expr(condition.test, inner)
+            clause = clause.inner_for_in
+        value = self.expr(node.elt, inner)
+        return self.derived(node, [value]) if _is_tensorish(value) else None
+
+    def attribute(self, node: cst.Attribute, scope: Scope) -> Optional[Value]:
+        key = dotted(node)
+        if key is not None:
+            if scope.has(key):
+                return scope.lookup(key)
+            head = key.split(".", 1)[0]
+            if not scope.has(head) and head in self.imports.names:
+                return None  # torch.float32, nn.Linear...: names, not values
+        base = self.expr(node.value, scope)
+        if base is None:
+            return None
+        attr = node.attr.value
+        if base.kind is Kind.INSTANCE or base.kind is Kind.MODULE and base.class_value is not None:
+            return base.attrs.get(attr)
+        if base.kind is Kind.MODULE and attr in ("weight", "bias") and base.stateful:
+            # model.weight of a torch.nn layer: a parameter, wherever the module is.
+            return Value(Kind.TENSOR, node, output_of=(base, self.time), time=self.time)
+        if base.kind is Kind.DEVICE and attr == "type":
+            return base  # torch.accelerator.current_accelerator().type: "cuda", "mps"...
+        if base.kind in _TENSORISH:
+            if attr in api.TENSOR_ATTRIBUTES:
+                return self.derived(node, [base])
+            if attr == "device":
+                return Value(Kind.DEVICE, node, sources=(base,), time=self.time)
+        return None
+
+    def subscript(self, node: cst.Subscript, scope: Scope) -> Optional[Value]:
+        base = self.expr(node.value, scope)
+        indices: list[Optional[Value]] = []
+        for element in node.slice:
+            if isinstance(element.slice, cst.Index):
+                indices.append(self.expr(element.slice.value, scope))
+            else:
+                self.generic(element.slice, scope)
+        if base is not None and base.kind is Kind.BATCH and len(node.slice) == 1 \
+                and isinstance(node.slice[0].slice, cst.Index):
+            index = node.slice[0].slice.value
+            if isinstance(index, cst.Integer):
+                return self.batch_from(node, base.loader, scope)  # data[0]
+            if isinstance(index, cst.SimpleString) and base.is_root:
+                base.dict_batch = True  # batch["input"]: the whole dict is moved at once
+                return self.derived(node, [base])
+        if base is None or base.kind is not Kind.TENSOR:
+            return None
+        tensor_indices = [i for i in indices if _is_tensorish(i)]
+        if tensor_indices:
+            self.facts.uses.append(Use("index", node, self.time, (base, *tensor_indices)))
+        return self.derived(node, [base])
+
+    def device_arg_place(self, node: cst.BaseExpression, scope: Scope) -> tuple[Optional[Place], Optional[Value]]:
+        """Where ``.to(node)`` or ``device=node`` puts a value: (place, value it follows)."""
+        text = _string_value(node)
+        if text is not None:
+            return _device_string_place(text), None
+        qual = self.imports.resolve(node)
+        if qual is not None and api.is_dtype(qual):
+            return None, None
+        if isinstance(node, cst.Integer):
+            return Place.DEVICE, None
+        value = self.expr(node, scope)
+        if value is not None and value.kind is Kind.DEVICE:
+            if value.explicit is not None:
+                return value.explicit, None
+            return None, value
+        if value is not None and value.kind in _TENSORISH:
+            return None, value
+        if isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.IfExp)):
+            # args.device, a device parameter, get_device(): a device chosen elsewhere.
+            return Place.DEVICE, None
+        return None, None
+
+    def call(self, node: cst.Call, scope: Scope) -> Optional[Value]:
+        result = self.plain_call(node, scope)
+        generator = _call_kwarg(node, "generator")
+        if generator is not None and _is_tensorish(result) and isinstance(generator.value, (cst.Name, cst.Attribute)):
+            # A random draw with a generator (a DataLoader's or random_split's gives no tensor).
+            drawn_by = self.expr(generator.value, scope)  # a lookup: nothing is recorded twice
+            if drawn_by is not None and drawn_by.kind is Kind.GENERATOR and drawn_by.explicit is Place.CPU:
+                self.facts.generator_draws.append((node, result, drawn_by, scope, self.time))
+        return result
+
+    def plain_call(self, node: cst.Call, scope: Scope) -> Optional[Value]:
+        self.tick()
+        func = node.func
+        if isinstance(func, cst.Attribute):
+            key = dotted(func)
+            callee = scope.lookup(key) if key is not None else None
+            if callee is not None:  # self.model(x), where self.model was bound in this scope
+                return self.value_call(node, callee, scope)
+            head = key.split(".", 1)[0] if key is not None else None
+            qual = None
+            if head is not None and not scope.has(head):
+                qual = self.imports.resolve(func)
+            if qual is None:
+                return self.method_call(node, func, scope)
+            return self.qualified_call(node, qual, scope)
+        if isinstance(func, cst.Name):
+            self.facts.names_in_use.add(func.value)
+            if scope.has(func.value) and func.value not in self.module_classes:
+                callee = scope.lookup(func.value)
+                if callee is not None:
+                    return self.value_call(node, callee, scope)
+                self.args(node, scope)
+                return None
+            if func.value in self.module_classes:
+                return self.qualified_call(node, "<local>." + func.value, scope)
+            qual = self.imports.names.get(func.value)
+            if qual is None:
+                values = self.args(node, scope)
+                first = values[0] if values else None
+                if first is not None and first.kind is Kind.LOADER:
+                    if func.value in ("tqdm", "iter"):
+                        return first  # a progress bar, an iterator: they yield what the loader yields
+                    if func.value == "next":
+                        return self.batch_from(node, first, scope)
+                if func.value == "print":
+                    for value in values:
+                        self.note_sync(node, value)
+                if func.value in ("tuple", "list", "reversed", "sorted") and len(values) == 1:
+                    return self.derived(node, _tensors_of(first))  # the same tensors in a new container
+                return None
+            return self.qualified_call(node, qual, scope)
+        if type(func) is cst.Subscript:
+            # MODELS[name](): a dict of module classes kept in another project file
+            key = dotted(func.value)
+            qual = self.imports.resolve(func.value) if key is not None and not scope.has(key.split(".", 1)[0]) else None
+            exported = self.seeds.imported.get(qual) if qual is not None else None
+            if exported is not None and exported.kind == "registry":
+                self.expr(func.slice[0].slice.value, scope) if isinstance(func.slice[0].slice, cst.Index) else None
+                return self.project_call(node, qual, exported, scope)
+        callee = self.expr(func, scope)
+        if callee is not None:
+            return self.value_call(node, callee, scope)
+        self.args(node, scope)
+        return None
+
+    def value_call(self, node: cst.Call, callee: Value, scope: Scope, owner: Optional[Value] = None) -> Optional[Value]:
+        if callee.kind is Kind.MODULE:
+            return self.module_call(node, callee, scope)
+        values = self.args(node, scope)
+        positional = [v for v, a in zip(values, node.args) if a.keyword is None and not a.star]
+        keywords = {a.keyword.value: v for v, a in zip(values, node.args) if a.keyword is not None}
+        if callee.kind is Kind.FUNCTION:
+            if owner is not None and owner.kind is Kind.MODULE and owner.stateful and owner.name != "self":
+                # model.decode(z): the tensors go into the module as in a call of it.
+                pairs = [(t, a.value) for v, a in zip(values, node.args) for t in _tensors_of(v)]
+                if pairs:
+                    self.facts.uses.append(Use("call", node, self.time, tuple(v for v, _ in pairs),
+                                               tuple(n for _, n in pairs), module=owner))
+            if callee.walked:
+                return self.another_result(node, callee, scope)
+            return self.function(callee, owner, positional, keywords)
+        if callee.kind is Kind.CLASS:
+            instance = Value(Kind.INSTANCE, node, class_value=callee, time=self.time)
+            init = callee.methods.get("__init__")
+            if init is not None and not init.walked:
+                self.function(init, instance, positional, keywords)
+            return instance
+        return None
+
+    def args(self, node: cst.Call, scope: Scope) -> list[Optional[Value]]:
+        return [self.expr(arg.value, scope) for arg in node.args]
+
+    def another_result(self, node: cst.Call, function: Value, scope: Scope) -> Optional[Value]:
+        """What a later call of a walked function gives. ``build_model()`` builds a new model
+        each time: one that an earlier caller moved itself (``build_model().to(device)``) is a
+        new model here, to be moved at this call site; otherwise one move in the function
+        serves every call, and the value already known stands for them all."""
+        returned = function.returns
+        if returned is None or returned.kind is not Kind.MODULE or returned.origin is not Origin.MODULE \
+                or not any(m.time > function.walked_until for m in returned.moves):
+            return returned
+        return self.new(Kind.MODULE, node, scope, origin=Origin.MODULE, stateful=returned.stateful,
+                        weighted_loss=returned.weighted_loss, class_value=returned.class_value)
+
+    def module_call(self, node: cst.Call, module: Value, scope: Scope) -> Optional[Value]:
+        values = self.args(node, scope)
+        if not module.stateful:
+            self.op(node, values, _plain_args(node), scope)
+            return self.derived(node, [v for v in values if _is_tensorish(v)])
+        module.used = True
+        cpu_inputs = module.class_value.cpu_inputs if module.class_value is not None else frozenset()
+        pairs = [(t, a.value) for i, (v, a) in enumerate(zip(values, node.args))
+                 if not (a.keyword is None and i in cpu_inputs) and not (a.keyword and a.keyword.value in cpu_inputs)
+                 for t in _tensors_of(v)]
+        self.facts.uses.append(
+            Use("call", node, self.time, tuple(v for v, _ in pairs), tuple(n for _, n in pairs), module=module)
+        )
+        # The sources stand for the output when the module turns out to hold no state.
+        return Value(Kind.TENSOR, node, output_of=(module, self.time), sources=tuple(v for v, _ in pairs),
+                     time=self.time)

@@ -1,0 +1,465 @@
+"""Statements and control flow: blocks, if/for/while/with/try, assignments, bindings, function bodies.
+
+A part of ``Analyzer`` (see ``analyzer.py``): its methods read and write the one ``Facts``."""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+import libcst as cst
+
+from .. import torchapi as api
+from ..classdefs import child_nodes
+from ..facts import Hardcoded, Kind, Origin, Place, Value
+from ..imports import dotted
+
+from .core import (
+    Scope,
+    _DEVICE_PARAMETER_NAMES,
+    _EXPRESSION,
+    _SMALL,
+    _STATEMENT,
+    _is_cuda_literal,
+    _is_tensorish,
+    _leaves_block,
+    _mentions_guard,
+    _role,
+    _target_names,
+    _tensors_of,
+)
+
+
+class StatementWalker:
+    def block(self, body: Iterable[cst.CSTNode], scope: Scope) -> None:
+        guards = 0
+        try:
+            for stmt in body:
+                self.statement(stmt, scope)
+                if isinstance(stmt, cst.If) and stmt.orelse is None and _leaves_block(stmt.body) \
+                        and _mentions_guard(stmt.test):
+                    # if not torch.cuda.is_available(): return ... -> what follows runs with a GPU
+                    guards += 1
+                    self.guard_depth += 1
+        finally:
+            self.guard_depth -= guards
+
+    def body_of(self, node: cst.BaseSuite) -> Iterable[cst.CSTNode]:
+        return node.body
+
+    def statement(self, stmt: cst.CSTNode, scope: Scope) -> None:
+        self.current_scope = scope
+        kind = type(stmt)
+        if kind is cst.SimpleStatementLine:
+            for small in stmt.body:
+                self.current_stmt = stmt
+                self.small(small, stmt, scope)
+        elif _role(kind) is _SMALL:  # the body of `if x: a = 1` on one line
+            self.small(stmt, stmt, scope)
+        elif kind is cst.If:
+            self.if_statement(stmt, scope)
+        elif kind is cst.For:
+            self.for_statement(stmt, scope)
+        elif kind is cst.While:
+            self.expr(stmt.test, scope)
+            self.guarded_block(stmt.body, scope, _mentions_guard(stmt.test))
+            if stmt.orelse is not None:
+                self.block(self.body_of(stmt.orelse.body), scope)
+        elif kind is cst.With:
+            for item in stmt.items:
+                value = self.expr(item.item, scope)
+                if item.asname is not None:
+                    self.bind(item.asname.name, value if _is_tensorish(value) else None, stmt, None, scope)
+            self.block(self.body_of(stmt.body), scope)
+        elif isinstance(stmt, cst.Try) or isinstance(stmt, getattr(cst, "TryStar", cst.Try)):
+            self.block(self.body_of(stmt.body), scope)
+            for handler in stmt.handlers:
+                self.block(self.body_of(handler.body), scope)
+            if stmt.orelse is not None:
+                self.block(self.body_of(stmt.orelse.body), scope)
+            if stmt.finalbody is not None:
+                self.block(self.body_of(stmt.finalbody.body), scope)
+        elif kind is cst.FunctionDef:
+            function = Value(Kind.FUNCTION, stmt, name=stmt.name.value, definition=stmt, def_scope=scope)
+            scope.names[stmt.name.value] = function
+            self.deferred.append((function, None))
+        elif kind is cst.ClassDef:
+            self.class_def(stmt, scope)
+        else:
+            self.generic(stmt, scope)
+
+    def guarded_block(self, suite: cst.BaseSuite, scope: Scope, guarded: bool) -> None:
+        self.guard_depth += guarded
+        if self.step_depth is not None:
+            self.step_depth += 1
+        try:
+            self.block(self.body_of(suite), scope)
+        finally:
+            self.guard_depth -= guarded
+            if self.step_depth is not None:
+                self.step_depth -= 1
+
+    def if_statement(self, stmt: cst.If, scope: Scope) -> None:
+        self.expr(stmt.test, scope)
+        guarded = _mentions_guard(stmt.test)
+        # self.x set in both branches of a method's `if` joins like a name does.
+        owner = scope.owner if scope.owner is not None and scope.owner.kind in (Kind.MODULE, Kind.INSTANCE) else None
+        before = dict(scope.names)
+        attrs_before = dict(owner.attrs) if owner is not None else {}
+        self.guarded_block(stmt.body, scope, guarded)
+        after_body = scope.names
+        attrs_after_body = dict(owner.attrs) if owner is not None else {}
+        if stmt.orelse is None:
+            scope.names = self.merge(before, after_body, before)
+            if owner is not None:
+                owner.attrs = self.merge(attrs_before, attrs_after_body, attrs_before)
+            return
+        scope.names = dict(before)
+        if owner is not None:
+            owner.attrs = dict(attrs_before)
+        if isinstance(stmt.orelse, cst.If):
+            self.guard_depth += guarded
+            try:
+                self.if_statement(stmt.orelse, scope)
+            finally:
+                self.guard_depth -= guarded
+        else:
+            self.guarded_block(stmt.orelse.body, scope, guarded)
+        scope.names = self.merge(before, after_body, scope.names)
+        if owner is not None:
+            owner.attrs = self.merge(attrs_before, attrs_after_body, owner.attrs)
+
+    def merge(self, before: dict, left: dict, right: dict) -> dict:
+        """Join the names two branches bound: the same value stays, two devices join."""
+        merged = dict(before)
+        for name in set(left) | set(right):
+            a, b = left.get(name), right.get(name)
+            if a is b:
+                merged[name] = a
+            elif a is not None and b is not None and a.kind is b.kind is Kind.DEVICE:
+                # if cuda: device = cuda else: device = cpu -> a device that can be the GPU
+                can_be_gpu = Place.DEVICE in (self.facts.place(a), self.facts.place(b))
+                merged[name] = Value(Kind.DEVICE, a.node, name=name,
+                                     explicit=Place.DEVICE if can_be_gpu else Place.CPU)
+            elif a is not None and b is not None and a.kind is b.kind is Kind.MODULE:
+                merged[name] = a
+            else:
+                merged[name] = None
+        return merged
+
+    def for_statement(self, stmt: cst.For, scope: Scope) -> None:
+        pairs = self.loop_targets(stmt.target, stmt.iter, scope)
+        is_training_loop = False
+        for target, source in pairs:
+            if source is not None and source.kind is Kind.LOADER:
+                is_training_loop = True
+                self.bind_loop_variables(target, stmt, scope, source)
+            elif _tensors_of(source):
+                # for xb in torch.split(x, 10): the pieces of tensors are tensors from the same sources.
+                for name in _target_names(target):
+                    self.bind(cst.Name(name), self.derived(stmt.iter, _tensors_of(source)), stmt, None, scope)
+            else:
+                self.bind(target, None, stmt, None, scope)
+        saved = (self.current_loop, self.step_depth)
+        self.current_loop = stmt
+        # Inside a loop over a loader, code outside any `if` runs on every step.
+        self.step_depth = 0 if is_training_loop else (self.step_depth if self.step_depth is not None else None)
+        try:
+            self.block(self.body_of(stmt.body), scope)
+        finally:
+            self.current_loop, self.step_depth = saved
+        if stmt.orelse is not None:
+            self.block(self.body_of(stmt.orelse.body), scope)
+
+    def loop_targets(self, target: cst.BaseExpression, iterable: cst.BaseExpression,
+                     scope: Scope) -> list[tuple[cst.BaseExpression, Optional[Value]]]:
+        """Pair the loop's targets with what they iterate: ``enumerate`` and ``zip`` unwrapped."""
+        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.args \
+                and not scope.has(iterable.func.value) and not any(a.star for a in iterable.args):
+            elements = [e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else None
+            if iterable.func.value == "enumerate" and elements is not None and len(elements) == 2:
+                # for i, (x, y) in enumerate(loader): the batch is the second element.
+                for arg in iterable.args[1:]:
+                    self.expr(arg.value, scope)
+                return [(elements[0], None), *self.loop_targets(elements[1], iterable.args[0].value, scope)]
+            positional = [a for a in iterable.args if a.keyword is None]
+            if iterable.func.value == "zip" and elements is not None and len(elements) == len(positional):
+                # for (x, y), (u, v) in zip(train_loader, extra_loader): one batch per loader.
+                for arg in iterable.args:
+                    if arg.keyword is not None:
+                        self.expr(arg.value, scope)
+                pairs: list[tuple[cst.BaseExpression, Optional[Value]]] = []
+                for element, arg in zip(elements, positional):
+                    pairs.extend(self.loop_targets(element, arg.value, scope))
+                return pairs
+        return [(target, self.expr(iterable, scope))]
+
+    def bind_loop_variables(self, target: cst.BaseExpression, loop: cst.For, scope: Scope, loader: Value) -> None:
+        names: list[cst.Name] = []
+        if isinstance(target, cst.Name):
+            names = [target]
+        elif isinstance(target, (cst.Tuple, cst.List)) and all(
+            isinstance(e.value, cst.Name) for e in target.elements
+        ):
+            names = [e.value for e in target.elements]  # type: ignore[misc]
+        else:
+            self.bind(target, None, loop, None, scope)
+            return
+        for name in names:
+            value = Value(Kind.BATCH, name, name=name.value, origin=Origin.LOOP, loop=loop, scope=scope,
+                          time=self.tick(), loader=loader)
+            self.facts.values.append(value)
+            self.bind(name, value, loop, None, scope)
+
+    def function(self, function: Value, owner: Optional[Value], args: list, kwargs: dict,
+                 deferred: bool = False) -> Optional[Value]:
+        """Walk a function's body with what its caller passes; its return value, if known.
+
+        ``owner`` is the object a method is called on (``self``). A function is walked
+        once, at its first call (or at the end of the file if it is never called).
+        """
+        node = function.definition
+        assert isinstance(node, cst.FunctionDef)
+        function.walked = True
+        scope = Scope(function.def_scope, node, owner)  # type: ignore[arg-type]
+        params = node.params
+        positional = [*params.posonly_params, *params.params]
+        scope.params = [p.name.value for p in (*positional, *params.kwonly_params)]
+        bound_args: list[Optional[Value]] = ([owner] if owner is not None else []) + list(args)
+        for index, param in enumerate((*positional, *params.kwonly_params)):
+            name = param.name.value
+            self.facts.names_in_use.add(name)
+            value = bound_args[index] if index < len(bound_args) and index < len(positional) else kwargs.get(name)
+            if value is None and owner is not None and owner.class_value is not None and node.name.value == "__init__":
+                value = owner.class_value.constructor_args.get(name)  # FocalLoss(alpha=torch.tensor(...))
+            if value is None and param.default is not None:
+                value = self.expr(param.default, function.def_scope)  # type: ignore[arg-type]
+            scope.names[name] = value
+            if (name in _DEVICE_PARAMETER_NAMES and value is None) or (value is not None and value.kind is Kind.DEVICE):
+                scope.device_names.append(name)  # train(model, device, loader): the caller's device
+        for star in (params.star_arg, params.star_kwarg):
+            if isinstance(star, cst.Param):
+                scope.names[star.name.value] = None
+                self.facts.names_in_use.add(star.name.value)
+        context = None
+        if owner is not None and owner.kind is Kind.MODULE:
+            context = (node, None)
+            if node.name.value == "forward" and len(positional) > 1 and not args:
+                # The data a module is called with is on the device once migrated: the first
+                # input, and the other inputs without a default (flags and options have one).
+                first = positional[1].name.value
+                cpu_inputs = owner.class_value.cpu_inputs if owner.class_value is not None else frozenset()
+                for param in positional[1:]:
+                    name = param.name.value
+                    if name in cpu_inputs:
+                        continue  # pack_padded_sequence's lengths: on the CPU
+                    if scope.names.get(name) is None and (param is positional[1] or param.default is None):
+                        scope.names[name] = Value(Kind.TENSOR, param, name=name, explicit=Place.DEVICE)
+                context = (node, first)
+        function_input = None
+        if context is None:
+            # A plain function handed tensors (a custom loss, a mask helper): what it makes
+            # follows its input's device, so it stays right wherever it is called from.
+            function_input = next(((n, v) for n, v in scope.names.items() if n in scope.params and _is_tensorish(v)), None)
+        saved = (self.current_stmt, self.current_loop, self.guard_depth, self.method_context, self.current_scope,
+                 self.walking_deferred, self.step_depth, self.function_input)
+        self.current_loop, self.guard_depth, self.method_context = None, 0, context
+        self.function_input = (node, *function_input) if function_input is not None else None
+        self.walking_deferred, self.step_depth = deferred, None
+        self.returns.append([])
+        try:
+            self.block(node.body.body, scope)
+        finally:
+            returned = self.returns.pop()
+            (self.current_stmt, self.current_loop, self.guard_depth, self.method_context, self.current_scope,
+             self.walking_deferred, self.step_depth, self.function_input) = saved
+        known = [r for r in returned if r is not None]
+        function.returns = known[0] if known else None
+        function.walked_until = self.time
+        self.tick()  # what the caller does with the result comes after
+        return function.returns
+
+    def small(self, node: cst.BaseSmallStatement, stmt: cst.CSTNode, scope: Scope) -> None:
+        kind = type(node)
+        if kind is cst.Assign:
+            if (
+                len(node.targets) == 1
+                and isinstance(node.targets[0].target, (cst.Tuple, cst.List))
+                and isinstance(node.value, (cst.Tuple, cst.List))
+                and len(node.targets[0].target.elements) == len(node.value.elements)
+                and not any(isinstance(e, cst.StarredElement) for e in node.value.elements)
+            ):
+                # a, b = a.to(device), b.to(device): bind pairwise.
+                for target_el, value_el in zip(node.targets[0].target.elements, node.value.elements):
+                    value = self.expr(value_el.value, scope)
+                    self.bind(target_el.value, value, stmt, value_el.value, scope)
+                return
+            value = self.expr(node.value, scope)
+            if value is not None and value.kind is Kind.BATCH and self.unpack_batch(node, value, stmt, scope):
+                return
+            if value is not None and value.kind is Kind.TUPLE and len(node.targets) == 1:
+                target = node.targets[0].target
+                if isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == len(value.elements):
+                    # model, optimizer = build(): what the function returned, element by element
+                    for element, returned in zip(target.elements, value.elements):
+                        self.bind(element.value, returned, stmt, None, scope)
+                    return
+            if value is not None and value.output_of is not None and len(node.targets) == 1 \
+                    and isinstance(node.targets[0].target, (cst.Tuple, cst.List)):
+                # features, logits = net(x): every output of a module is where the module is.
+                for element in node.targets[0].target.elements:
+                    part = Value(Kind.TENSOR, element.value, output_of=value.output_of, sources=value.sources,
+                                 time=value.time)
+                    self.bind(element.value, part, stmt, None, scope)
+                return
+            for target in node.targets:
+                self.bind(target.target, value, stmt, node.value, scope)
+            self.note_device_string(node, stmt)
+        elif kind is cst.AnnAssign:
+            value = self.expr(node.value, scope) if node.value is not None else None
+            if node.value is not None:
+                self.bind(node.target, value, stmt, node.value, scope)
+        elif kind is cst.AugAssign:
+            left = self.expr(node.target, scope)
+            right = self.expr(node.value, scope)
+            self.op(node, [left, right])
+        elif kind is cst.Expr:
+            value = self.expr(node.value, scope)
+            self.discarded_move(node, value, stmt, scope)
+        elif kind is cst.Return:
+            if isinstance(node.value, cst.Tuple) and not any(isinstance(e, cst.StarredElement) for e in node.value.elements):
+                elements = tuple(self.expr(e.value, scope) for e in node.value.elements)
+                value = Value(Kind.TUPLE, node.value, elements=elements, time=self.time)
+            else:
+                value = self.expr(node.value, scope) if node.value is not None else None
+            if self.walking_deferred:
+                # Returned to a caller outside this file: where it goes from here is not known.
+                for returned in (value.elements if value is not None and value.kind is Kind.TUPLE else (value,)):
+                    if returned is not None and returned.kind is Kind.MODULE:
+                        returned.escaped = True
+            if value is not None and value.is_root and value.fix_node is None and value.node is node.value:
+                # def build(): return Net() -> moved where it is made, so every caller gets it moved.
+                value.fix_node = node.value
+            if self.returns:
+                self.returns[-1].append(value)
+        elif kind is cst.Import or kind is cst.ImportFrom:
+            self.imports.add(node)
+            for alias in node.names if not isinstance(node.names, cst.ImportStar) else ():
+                local = alias.evaluated_alias or alias.evaluated_name
+                self.facts.names_in_use.add(local.split(".", 1)[0])
+        else:
+            self.generic(node, scope)
+
+    def unpack_batch(self, node: cst.Assign, batch: Value, stmt: cst.CSTNode, scope: Scope) -> bool:
+        """``inputs, labels = data``: each name is a batch tensor of its own, moved after this line."""
+        if len(node.targets) != 1 or not isinstance(node.targets[0].target, (cst.Tuple, cst.List)):
+            return False
+        elements = node.targets[0].target.elements
+        if not all(isinstance(e.value, cst.Name) for e in elements):
+            return False
+        for element in elements:
+            name = element.value
+            assert isinstance(name, cst.Name)
+            value = self.new(Kind.BATCH, name, scope, name=name.value, origin=Origin.UNPACK,
+                             loader=batch.loader, binding_stmt=stmt)
+            self.bind(name, value, stmt, None, scope)
+        return True
+
+    def batch_from(self, node: cst.CSTNode, loader: Optional[Value], scope: Scope) -> Value:
+        """A batch read out of a loader or a batch: ``next(iter(loader))``, ``data[0]``."""
+        return self.new(Kind.BATCH, node, scope, origin=Origin.UNPACK, loader=loader)
+
+    def note_device_string(self, node: cst.Assign, stmt: cst.CSTNode) -> None:
+        """``device = "cuda"`` with no fallback."""
+        if self.guard_depth or not _is_cuda_literal(node.value):
+            return
+        for target in node.targets:
+            if isinstance(target.target, cst.Name) and "device" in target.target.value.lower():
+                self.note_hardcoded(Hardcoded(node.value, "device-string", target.target.value))
+
+    def discarded_move(self, node: cst.Expr, value: Optional[Value], stmt: cst.CSTNode, scope: Scope) -> None:
+        """``x.to(device)`` as a statement: tensors are not moved in place (CG110).
+
+        The analysis reads it as what it meant, ``x = x.to(device)``, so that the
+        rest of the file is judged as it will be once fixed.
+        """
+        call = node.value
+        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+                and call.func.attr.value in api.MOVE_METHODS and isinstance(call.func.value, (cst.Name, cst.Attribute))
+                and dotted(call.func.value) is not None):
+            return
+        receiver = self.expr(call.func.value, scope)  # a name or self.x: a lookup, nothing is recorded
+        if not _is_tensorish(receiver) or value is None:
+            return
+        self.facts.discarded_moves.append(node)
+        self.bind(call.func.value, value, stmt, call, scope)
+
+    def generic(self, node: cst.CSTNode, scope: Scope) -> None:
+        """Walk the children of a node the analysis has no special reading for (in field order,
+        which for these nodes is their order in the source)."""
+        for child in child_nodes(node):
+            role = _role(type(child))
+            if role is _EXPRESSION:
+                self.expr(child, scope)
+            elif role is _STATEMENT:
+                self.statement(child, scope)
+            elif role is _SMALL:
+                self.small(child, self.current_stmt or child, scope)
+            else:
+                self.generic(child, scope)
+
+    def bind(
+        self,
+        target: cst.BaseExpression,
+        value: Optional[Value],
+        stmt: cst.CSTNode,
+        value_node: Optional[cst.BaseExpression],
+        scope: Scope,
+    ) -> None:
+        if isinstance(target, cst.Name):
+            key = target.value
+            self.facts.names_in_use.add(key)
+        elif isinstance(target, cst.Attribute):
+            base = self.expr(target.value, scope)
+            if base is not None and base.kind is Kind.MODULE and base.class_value is not None:
+                self.bind_module_attribute(base, target, value, stmt, value_node)
+                return
+            if base is not None and base.kind is Kind.INSTANCE:
+                base.attrs[target.attr.value] = value  # self.model = model, kept across methods
+                if value is not None and value.kind is Kind.DEVICE and base.class_value is not None:
+                    base.class_value.device_attr = target.attr.value  # self.device = ...
+                if value is not None and value.name is None:
+                    value.name = dotted(target)
+                    value.binding_stmt = stmt
+                    if value.is_root and value.fix_node is None and value.node is value_node:
+                        value.fix_node = value_node
+                return
+            key = dotted(target)
+            if key is None:
+                return
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self.bind(element.value, None, stmt, None, scope)
+            return
+        elif isinstance(target, cst.StarredElement):
+            self.bind(target.value, None, stmt, None, scope)
+            return
+        else:
+            self.expr(target, scope)
+            return
+        scope.names[key] = value
+        if value is None:
+            return
+        if value.name is None:
+            value.name = key
+            value.binding_stmt = stmt
+        if value.chain_root is not None and value.chain_root.origin is Origin.CONVERSION:
+            if value.chain_root.fix_node is None or value.chain_root.fix_node is value.chain_root.node:
+                value.chain_root.fix_node = value_node
+        if value.is_root and value.fix_node is None and value.node is value_node:
+            value.fix_node = value_node
+        if value.kind is Kind.DEVICE and self.facts.place(value) is Place.DEVICE:
+            if scope is not self.global_scope:
+                self.facts.has_local_device = True
+            if key not in scope.device_names:
+                scope.device_names.append(key)
+                scope.device_bindings[key] = (self.time, self.top_stmt if scope is self.global_scope else stmt)

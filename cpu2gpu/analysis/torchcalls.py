@@ -1,0 +1,330 @@
+"""Calls into torch and torchvision (the tables of ``torchapi`` beside what they mean) and device moves.
+
+A part of ``Analyzer`` (see ``analyzer.py``): its methods read and write the one ``Facts``."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from .. import torchapi as api
+from ..facts import Hardcoded, Kind, Move, Origin, Place, Use, Value
+from ..imports import dotted
+
+from .core import (
+    Scope,
+    _TENSORISH,
+    _call_kwarg,
+    _device_string_place,
+    _is_cuda_literal,
+    _is_tensorish,
+    _plain_args,
+    _string_value,
+    _tensors_of,
+)
+
+
+class TorchCalls:
+    def qualified_call(self, node: cst.Call, qual: str, scope: Scope) -> Optional[Value]:
+        exported = self.seeds.imported.get(qual)
+        if exported is not None:
+            return self.project_call(node, qual, exported, scope)
+        if qual == "torch.device":
+            return self.torch_device(node, scope)
+        if qual == "torch.accelerator.current_accelerator":
+            self.args(node, scope)
+            return Value(Kind.DEVICE, node, explicit=Place.DEVICE, time=self.time)
+        if qual in api.FACTORIES or qual in api.LIKE_FACTORIES:
+            return self.factory(node, qual, scope)
+        if qual in ("torch.Generator", "torch._C.Generator"):
+            device = _call_kwarg(node, "device") or next((a for a in node.args if a.keyword is None), None)
+            place = self.device_arg_place(device.value, scope)[0] if device is not None else Place.CPU
+            for arg in node.args:
+                if arg is not device:
+                    self.expr(arg.value, scope)
+            return Value(Kind.GENERATOR, node, explicit=place or Place.DEVICE, time=self.time)
+        if qual in api.CONVERSIONS:
+            self.args(node, scope)
+            return self.new(Kind.TENSOR, node, scope, origin=Origin.CONVERSION)
+        if qual in api.LOAD_FUNCTIONS:
+            self.args(node, scope)
+            location = _call_kwarg(node, "map_location") or (
+                node.args[1] if len(node.args) > 1 and node.args[1].keyword is None else None)
+            if location is None:
+                self.facts.loads_without_map_location.append((node, scope, self.time))
+            # What was saved may be a whole model (torch.save(model)): it counts as one once it is
+            # called or trained; a state dict or a tensor never is. It lands where map_location says.
+            place = self.device_arg_place(location.value, scope)[0] if location is not None else None
+            return self.new(Kind.MODULE, node, scope, origin=Origin.MODULE, explicit=place,
+                            loaded_without_map_location=location is None)
+        if qual.rsplit(".", 1)[-1] in ("tqdm", "trange") and qual.startswith("tqdm"):
+            values = self.args(node, scope)
+            return values[0] if values and values[0] is not None and values[0].kind is Kind.LOADER else None
+        if qual in ("torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"):
+            # A data set's tensors stay on the CPU: the loader pins, shuffles and batches them there.
+            for value in self.args(node, scope):
+                for root in self.facts.roots(value) if value is not None else ():
+                    if root.explicit is None:
+                        root.explicit = Place.CPU
+                        root.dataset_pinned = True
+            return None
+        if qual in api.DATALOADERS:
+            self.args(node, scope)
+            loader = Value(Kind.LOADER, node, time=self.time)
+            self.facts.loaders.append(loader)
+            return loader
+        if qual.startswith("torch.cuda.") and qual[11:] in api.CUDA_ONLY_CALLS and not self.guard_depth:
+            self.facts.unguarded_cuda_calls.append((node, self.current_stmt))
+        if api.is_optimizer(qual):
+            self._params_seen = []
+            self.args(node, scope)
+            trained = [p.module_of for p in self._params_seen if p.module_of is not None]
+            for module in trained:
+                module.used = True
+                self.facts.uses.append(Use("train", node, self.time, module=module))
+            self._params_seen = []
+            return Value(Kind.OPTIMIZER, node, time=self.time, module_of=trained[0] if trained else None)
+        if qual in api.PARAMETER_CLASSES:
+            values = self.args(node, scope)
+            result = self.derived(node, values[:1])
+            if result is not None:
+                result.is_parameter = True
+            return result
+        if qual in api.MODULE_WRAPPERS:
+            values = self.args(node, scope)
+            return values[0] if values and values[0] is not None and values[0].kind is Kind.MODULE else None
+        if qual.startswith("<local>.") or api.is_module_class(qual):
+            values = self.args(node, scope)
+            local = self.module_class_values.get(qual[8:]) if qual.startswith("<local>.") else None
+            if local is not None:
+                self.note_constructor_args(node, local, values)
+            stateful = local is not None or not api.is_stateless_module(qual)
+            weighted = not stateful and any(_is_tensorish(v) for v in values)
+            # A loss built with weight=tensor holds it as a buffer.
+            return self.new(Kind.MODULE, node, scope, origin=Origin.MODULE, stateful=stateful or weighted,
+                            weighted_loss=weighted, class_value=local)
+        if api.is_tensor_function(qual):
+            values = self.args(node, scope)
+            self.op(node, values, _plain_args(node), scope)
+            return self.derived(node, [v for v in values if _is_tensorish(v)])
+        self.args(node, scope)
+        return None
+
+    def note_constructor_args(self, node: cst.Call, cls: Value, values: list[Optional[Value]]) -> None:
+        """The tensors a module class of the file is built with, by ``__init__`` parameter: its
+        ``__init__`` is walked once, and ``self.alpha = alpha`` then holds the caller's tensor."""
+        init = cls.methods.get("__init__")
+        if init is None or init.walked or not isinstance(init.definition, cst.FunctionDef):
+            return
+        params = init.definition.params
+        names = [p.name.value for p in (*params.posonly_params, *params.params)][1:]
+        positional = [v for v, a in zip(values, node.args) if a.keyword is None and not a.star]
+        for name, value in zip(names, positional):
+            if _is_tensorish(value):
+                cls.constructor_args.setdefault(name, value)
+        for value, arg in zip(values, node.args):
+            if arg.keyword is not None and _is_tensorish(value):
+                cls.constructor_args.setdefault(arg.keyword.value, value)
+
+    def torch_device(self, node: cst.Call, scope: Scope) -> Value:
+        place = Place.DEVICE
+        if node.args:
+            first = node.args[0].value
+            text = _string_value(first)
+            if text is not None:
+                place = _device_string_place(text) or Place.DEVICE
+                if _is_cuda_literal(first) and not self.guard_depth:
+                    self.note_hardcoded(Hardcoded(node, "torch-device", self._binding_name(node)))
+            else:
+                value = self.expr(first, scope)
+                if value is not None and value.kind is Kind.DEVICE and value.explicit is not None:
+                    place = value.explicit
+        return Value(Kind.DEVICE, node, explicit=place, time=self.time)
+
+    def _binding_name(self, node: cst.CSTNode) -> Optional[str]:
+        stmt = self.current_stmt
+        if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+            small = stmt.body[0]
+            if isinstance(small, cst.Assign) and small.value is node and len(small.targets) == 1:
+                target = small.targets[0].target
+                if isinstance(target, cst.Name):
+                    return target.value
+        return None
+
+    def factory(self, node: cst.Call, qual: str, scope: Scope) -> Optional[Value]:
+        values = self.args(node, scope)
+        device_arg = _call_kwarg(node, "device")
+        if device_arg is not None:
+            if _is_cuda_literal(device_arg.value) and not self.guard_depth:
+                self.note_hardcoded(Hardcoded(device_arg, "device-kwarg"))
+            place, follows = self.device_arg_place(device_arg.value, scope)
+            if follows is not None:
+                return Value(Kind.TENSOR, node, sources=(follows,), time=self.time)
+            return Value(Kind.TENSOR, node, explicit=place or Place.UNKNOWN, time=self.time)
+        if qual in api.LIKE_FACTORIES:
+            return self.derived(node, values[:1])
+        return self.new(Kind.TENSOR, node, scope, origin=Origin.FACTORY)
+
+    def method_call(self, node: cst.Call, func: cst.Attribute, scope: Scope) -> Optional[Value]:
+        receiver = self.expr(func.value, scope)
+        method = func.attr.value
+        if receiver is not None and receiver.kind is Kind.INSTANCE:
+            return self.instance_method_call(node, receiver, method, scope)
+        if receiver is not None and receiver.kind is Kind.MODULE and receiver.class_value is not None:
+            if method in receiver.attrs or method in receiver.class_value.methods:
+                return self.instance_method_call(node, receiver, method, scope)
+            if method == "register_buffer":
+                receiver.class_value.holds_state = True
+                return self.register_buffer(node, receiver, scope)
+            if method in ("register_parameter", "add_module", "register_module"):
+                receiver.class_value.holds_state = True
+            if method in api.MOVE_METHODS and self.method_context is not None:
+                receiver.class_value.places_itself = True  # self.to(device) / self.cuda() in its own code
+        if method in api.MOVE_METHODS and not (receiver is not None and receiver.is_list):
+            return self.move(node, func, receiver, method, scope)
+        values = self.args(node, scope)
+        if receiver is None:
+            return None
+        if receiver.is_list:
+            if method in ("append", "extend", "insert"):
+                receiver.sources = (*receiver.sources, *[t for v in values for t in _tensors_of(v)])
+            return None
+        if receiver.kind is Kind.GENERATOR:
+            return receiver if method == "manual_seed" else None  # torch.Generator().manual_seed(0)
+        if receiver.kind is Kind.MODULE:
+            if method in ("numpy", "tolist", "item") and receiver.loaded_without_map_location:
+                self.facts.host_loads.add(id(receiver.node))  # torch.load(f).numpy(): read on the host
+                return None
+            if method in api.MODULE_SELF_METHODS:
+                return receiver
+            seeded = self.seeded_class_quals.get(id(receiver.class_value)) if receiver.class_value is not None else None
+            if seeded is not None and method not in ("parameters", "named_parameters", "forward", "state_dict",
+                                                     "load_state_dict", "modules", "children", "buffers"):
+                # net.fit(loader): a method of a module class of another file, walked there with what it is given
+                receiver.used = True
+                self.facts.uses.append(Use("train", node, self.time, module=receiver))
+                self.note_outgoing(f"{seeded}.{method}", node, values)
+                return None
+            if method in ("parameters", "named_parameters"):
+                params = Value(Kind.PARAMS, node, module_of=receiver, time=self.time)
+                self._params_seen.append(params)
+                return params
+            if method == "forward":
+                return self.module_call(node, receiver, scope)
+            return None
+        if receiver.kind in _TENSORISH:
+            if method in ("numpy", "item", "tolist"):
+                self.note_sync(node, receiver)
+            if method == "numpy":
+                self.facts.uses.append(Use("numpy", node, self.time, (receiver,)))
+                return None
+            if method in api.NON_TENSOR_METHODS:
+                return None
+            self.op(node, [receiver, *values])
+            result = self.derived(node, [receiver, *[v for v in values if _is_tensorish(v)]])
+            if result is not None and not isinstance(func.value, (cst.Name, cst.Attribute)):
+                # A chain on a fresh value: torch.from_numpy(a).float() is moved as a whole.
+                root = receiver if receiver.is_root else receiver.chain_root
+                result.chain_root = root
+            return result
+        if receiver.kind is Kind.PARAMS:
+            self._params_seen.append(receiver)
+        if receiver.kind is Kind.OPTIMIZER and method == "load_state_dict" and receiver.module_of is not None:
+            self.facts.uses.append(Use("load-state", node, self.time, module=receiver.module_of))
+        return None
+
+    def note_hardcoded(self, found: Hardcoded) -> None:
+        found.scope, found.time = self.current_scope, self.time
+        self.facts.hardcoded.append(found)
+
+    def note_sync(self, node: cst.CSTNode, value: Optional[Value]) -> None:
+        """A copy to the host on every training step (``.item()``, ``.cpu()``, ``print(t)``)."""
+        if self.step_depth == 0 and _is_tensorish(value):
+            self.facts.uses.append(Use("sync", node, self.time, (value,)))
+
+    def instance_method_call(self, node: cst.Call, receiver: Value, method: str, scope: Scope) -> Optional[Value]:
+        """``trainer.fit()``, ``self.model(x)`` on an object of a class of the file."""
+        held = receiver.attrs.get(method)
+        if held is not None:
+            return self.value_call(node, held, scope)
+        function = receiver.class_value.methods.get(method) if receiver.class_value is not None else None
+        if function is not None:
+            return self.value_call(node, function, scope, owner=receiver)
+        self.args(node, scope)
+        return None
+
+    def move(
+        self, node: cst.Call, func: cst.Attribute, receiver: Optional[Value], method: str, scope: Scope
+    ) -> Optional[Value]:
+        place: Optional[Place]
+        follows: Optional[Value] = None
+        target: Optional[cst.BaseExpression] = None
+        if method in ("to", "cuda") and receiver is not None and receiver.is_parameter \
+                and func.value is receiver.node:
+            # nn.Parameter(t).to(device): CG112, whatever the device expression says.
+            self.args(node, scope)
+            in_module = self.method_context is not None
+            self.facts.parameter_moves.append((node, in_module))
+            return receiver if in_module else Value(Kind.TENSOR, node, explicit=Place.DEVICE, time=self.time)
+        if method == "cpu":
+            place = Place.CPU
+            self.args(node, scope)
+        elif method == "cuda":
+            place = Place.DEVICE
+            if not self.guard_depth:
+                fresh = receiver is not None and receiver.origin is Origin.FACTORY and func.value is receiver.node
+                literal = not node.args or isinstance(node.args[0].value, cst.Integer)
+                self.note_hardcoded(Hardcoded(node, "cuda-call" if literal else "cuda-index",
+                                                      on_fresh_factory=fresh))
+            self.args(node, scope)
+        else:
+            place = None
+            positional = [a for a in node.args if a.keyword is None]
+            device_kw = _call_kwarg(node, "device")
+            candidate = device_kw if device_kw is not None else (positional[0] if positional else None)
+            if candidate is not None:
+                target = candidate.value
+                if _is_cuda_literal(target) and not self.guard_depth:
+                    self.note_hardcoded(Hardcoded(candidate, "to-string"))
+                place, follows = self.device_arg_place(target, scope)
+                if place is Place.DEVICE and scope is not self.global_scope \
+                        and dotted(target) not in self.global_scope.device_names:
+                    # .to(args.device) in main(): the script keeps its device there, not at module level.
+                    self.facts.has_local_device = True
+            for arg in node.args:
+                if arg is not candidate:
+                    self.expr(arg.value, scope)
+        if receiver is None:
+            return None
+        if method == "cpu":
+            self.note_sync(node, receiver)
+        if receiver.kind is Kind.BATCH and receiver.loader is not None and (place is Place.DEVICE or follows):
+            receiver.loader.moved_batches = True
+        if (
+            receiver.origin is Origin.FACTORY
+            and func.value is receiver.node
+            and method == "to"
+            and len(node.args) == 1
+            and node.args[0].keyword is None
+            and target is not None
+            and _string_value(target) is None
+            and (place is Place.DEVICE or (follows is not None and follows.kind is Kind.DEVICE))
+        ):
+            self.facts.create_then_move.append((node, receiver.node))
+        if receiver.kind is Kind.MODULE:
+            if place is not None:
+                receiver.moves.append(Move(self.time, place, node, target))
+            elif follows is not None:
+                receiver.moves.append(Move(self.time, follows.explicit or Place.DEVICE, node, target))
+            return receiver
+        if receiver.kind in _TENSORISH:
+            if place is not None:
+                return Value(Kind.TENSOR, node, explicit=place, time=self.time)
+            if follows is not None:
+                return Value(Kind.TENSOR, node, sources=(follows,), time=self.time)
+            result = self.derived(node, [receiver])
+            if result is not None and not isinstance(func.value, (cst.Name, cst.Attribute)):
+                result.chain_root = receiver if receiver.is_root else receiver.chain_root
+            return result
+        return None
