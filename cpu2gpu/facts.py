@@ -120,7 +120,8 @@ class Value:
     stateful_bases: tuple = ()  # CLASS: local module classes it inherits from
     device_attr: Optional[str] = None  # CLASS: self.<name> holds the device
     origin_file: Optional[str] = None  # CLASS of another project file / LOADER given by one: that file, for messages
-    dict_batch: bool = False  # BATCH: indexed by keys (batch["input"]): every value is moved
+    dict_batch: bool = False
+    alternatives: list = field(default_factory=list)  # MODULE: the models other branches bind to the same name  # BATCH: indexed by keys (batch["input"]): every value is moved
 
     @property
     def is_root(self) -> bool:

@@ -93,6 +93,13 @@ class Analyzer(StatementWalker, ExpressionEvaluator, TorchCalls, ModuleClasses, 
         for value in facts.values:
             if value.kind is Kind.MODULE and value.used and value.stateful and not value.escaped:
                 facts.bound.add(id(value))
+                pending = list(value.alternatives)  # the models other branches would have built
+                while pending:
+                    other = pending.pop()
+                    if id(other) not in facts.bound and other.stateful and not other.escaped \
+                            and other.explicit is None:
+                        facts.bound.add(id(other))
+                        pending.extend(other.alternatives)
         changed = True
         while changed:
             changed = False

@@ -133,7 +133,10 @@ class StatementWalker:
         merged = dict(before)
         for name in set(left) | set(right):
             a, b = left.get(name), right.get(name)
-            if a is b:
+            if (name in left) != (name in right) and name not in before:
+                # bound in one branch only (if/elif without else): where it is read, that branch ran
+                merged[name] = a if name in left else b
+            elif a is b:
                 merged[name] = a
             elif a is not None and b is not None and a.kind is b.kind is Kind.DEVICE:
                 # if cuda: device = cuda else: device = cpu -> a device that can be the GPU
@@ -141,7 +144,14 @@ class StatementWalker:
                 merged[name] = Value(Kind.DEVICE, a.node, name=name,
                                      explicit=Place.DEVICE if can_be_gpu else Place.CPU)
             elif a is not None and b is not None and a.kind is b.kind is Kind.MODULE:
+                # if args.arch == "a": net = A() else: net = B(): whichever runs is moved
                 merged[name] = a
+                if b not in a.alternatives and b is not a:
+                    a.alternatives.append(b)
+            elif a is not None and b is not None and a.kind is b.kind is Kind.LOADER:
+                merged[name] = a  # train_loader or test_loader: either yields batches
+            elif (a is None) != (b is None) and (a or b).kind is Kind.LOADER:
+                merged[name] = a or b  # loader = None; if ...: loader = DataLoader(...): a loader when iterated
             else:
                 merged[name] = None
         return merged
