@@ -150,8 +150,10 @@ class StatementWalker:
                     a.alternatives.append(b)
             elif a is not None and b is not None and a.kind is b.kind is Kind.LOADER:
                 merged[name] = a  # train_loader or test_loader: either yields batches
-            elif (a is None) != (b is None) and (a or b).kind is Kind.LOADER:
-                merged[name] = a or b  # loader = None; if ...: loader = DataLoader(...): a loader when iterated
+            elif (a is None) != (b is None) and (a or b).kind in (Kind.LOADER, Kind.MODULE):
+                # self.model = None; if ...: self.model = Net(): a model wherever it is called, a loader
+                # wherever it is iterated (their moves land where they are made, never on the name)
+                merged[name] = a or b
             else:
                 merged[name] = None
         return merged
