@@ -50,6 +50,11 @@ def find_root(path: Path) -> Path:
     return folder
 
 
+def is_marked_root(root: Path) -> bool:
+    """A real project root (a marker file), not just the folder a loose script lies in."""
+    return any((root / marker).exists() for marker in ROOT_MARKERS)
+
+
 def _import_names(data: bytes) -> list[str]:
     """The module names of a file's import lines, without parsing it (``.model``, ``nets.cnn``)."""
     names = []
@@ -455,10 +460,14 @@ class Project:
         return callers
 
     def _tree_files(self) -> list[Path]:
+        """The Python files that may call into the targets. Without a project marker the root is
+        just the script's folder (~/Downloads, /tmp): only its own files, not every folder below."""
         if self._tree is None:
             self._tree = []
+            recursive = is_marked_root(self.root)
             for folder, dirs, files in os.walk(self.root):
-                dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith("."))
+                dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith(".")) \
+                    if recursive else []
                 self._tree.extend(Path(folder, name) for name in sorted(files) if name.endswith(".py"))
         return self._tree
 

@@ -171,3 +171,19 @@ def test_a_checkpoint_read_on_the_host_is_mapped_to_the_cpu(cli, tmp_path, monke
     monkeypatch.chdir(tmp_path)
     assert cli("rewrite", "--in-place", "read.py")[0] == 0
     assert (tmp_path / "read.py").read_text() == 'import torch\nmask = torch.load("mask.pt", map_location="cpu").numpy()\n'
+
+
+def test_a_loose_folder_is_read_without_its_subfolders(tmp_path):
+    """No project marker: the root is the script's folder, and only its own files are scanned for
+    callers (a script in ~/Downloads must not read every folder below)."""
+    from cpu2gpu.project import Project, find_root
+
+    (tmp_path / "train.py").write_text("def fit(model, loader):\n    pass\n")
+    (tmp_path / "main.py").write_text("from train import fit\n")
+    (tmp_path / "deep").mkdir()
+    (tmp_path / "deep" / "other.py").write_text("from train import fit\n")
+    project = Project(find_root(tmp_path / "train.py"))
+    assert project._callers([(tmp_path / "train.py").resolve()]) == [(tmp_path / "main.py").resolve()]
+    (tmp_path / ".git").mkdir()  # now a project: its whole tree counts
+    project = Project(find_root(tmp_path / "train.py"))
+    assert (tmp_path / "deep" / "other.py").resolve() in project._callers([(tmp_path / "train.py").resolve()])
