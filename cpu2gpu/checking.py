@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Optional, Sequence
 
 from .cache import Cache
 from .engine import Finding, SourceError, check_module, parse, remember_source, select_rules
-from .files import Target, mentions_torch
+from .files import NotRegularFileError, Target, mentions_torch, read_source
 from .notebook import CellError, check_notebook, is_notebook
 from .output import FileError
 from .parallel import MIN_ITEMS_PER_JOB, ordered_map
@@ -27,13 +26,15 @@ class FileResult:
 
 def read_target(path: str) -> tuple[Optional[bytes], Optional[FileError]]:
     try:
-        return Path(path).read_bytes(), None
+        return read_source(path), None
     except FileNotFoundError:
         return None, FileError(path, "no such file or folder")
     except IsADirectoryError:
         return None, FileError(path, "is a folder")
+    except NotRegularFileError:
+        return None, FileError(path, "not a regular file")
     except OSError as error:
-        return None, FileError(path, f"cannot read the file: {error.strerror}")
+        return None, FileError(path, f"cannot read the file: {error.strerror or error}")
 
 
 # -- the work done for one file, in a worker process; its answer is what the cache stores --
@@ -80,6 +81,36 @@ def _result(path: str, answer: dict) -> FileResult:
     return FileResult(path, [Finding(path=path, **item) for item in answer["findings"]])
 
 
+def _crashed(job: tuple) -> dict:
+    """The answer for a file whose worker process died (a crash in a native parser): not cached."""
+    return {"error": {"message": "cpu2gpu crashed on this file (its worker process died); "
+                                 "the other files were checked", "line": None, "column": None, "cell": None},
+            "crashed": True}
+
+
+_FINDING_FIELDS = {"line": int, "column": int, "end_line": int, "end_column": int, "code": str, "name": str,
+                   "message": str, "fix_available": bool}
+_ERROR_FIELDS = {"message": (str,), "line": (int, type(None)), "column": (int, type(None)),
+                 "cell": (int, type(None))}
+
+
+def _well_formed(answer) -> bool:
+    """A cache entry in the shape ``analyse`` answers (else it is a miss: a stale or edited entry)."""
+    if not isinstance(answer, dict):
+        return False
+    if "error" in answer:
+        error = answer["error"]
+        return isinstance(error, dict) and set(error) == set(_ERROR_FIELDS) and all(
+            isinstance(error[k], kinds) and not isinstance(error[k], bool) for k, kinds in _ERROR_FIELDS.items())
+    findings = answer.get("findings")
+    return isinstance(findings, list) and all(
+        isinstance(item, dict) and set(item) - {"cell"} == set(_FINDING_FIELDS)
+        and all(isinstance(item[k], kind) and (kind is bool or not isinstance(item[k], bool))
+                for k, kind in _FINDING_FIELDS.items())
+        and (item.get("cell") is None or type(item["cell"]) is int)
+        for item in findings)
+
+
 # -- the whole run --
 
 
@@ -88,10 +119,12 @@ def check_targets(targets: Sequence[Target], rules: Sequence[Rule], jobs: int, c
     """One result per file read (files skipped by the torch pre-filter have none), in target order."""
     slots: list[Optional[FileResult]] = []
     pending: list[tuple[int, str, bytes, Optional[str]]] = []  # slot, path, bytes, cache key
-    projects = ProjectSet([t.path for t in targets])
+    read = [(target, *(read_target(target.path) if target.error is None
+                       else (None, FileError(target.path, target.error)))) for target in targets]
+    # (only files that could be read: the project must not open a FIFO or a device)
+    projects = ProjectSet([target.path for target, data, _ in read if data is not None])
     digests = projects.digests()  # the project around each file, from its import lines: no parse
-    for target in targets:
-        data, error = read_target(target.path)
+    for target, data, error in read:
         if data is None:
             slots.append(FileResult(target.path, error=error))
             continue
@@ -101,7 +134,7 @@ def check_targets(targets: Sequence[Target], rules: Sequence[Rule], jobs: int, c
         key = cache.key(data + digests.get(target.path, b""), "ipynb" if is_notebook(target.path) else "py") \
             if cache is not None else None
         answer = cache.get(key) if key is not None else None
-        if answer is not None:
+        if answer is not None and _well_formed(answer):
             slots.append(_result(target.path, answer))
             continue
         slots.append(None)
@@ -114,9 +147,11 @@ def check_targets(targets: Sequence[Target], rules: Sequence[Rule], jobs: int, c
     jobs_list = [(path, data, seeds.get(path, NO_SEEDS), _same_module(parsed.get(path), data) if in_process else None)
                  for _, path, data, _ in pending]
     answers = ordered_map(analyse, jobs_list, jobs,
-                          initializer=_use_rules, initargs=(codes,))
+                          initializer=_use_rules, initargs=(codes,), crashed=_crashed)
     try:
         for (slot, path, _, key), answer in zip(pending, answers):
+            if answer.pop("crashed", False):
+                key = None
             if key is not None and cache is not None:
                 cache.put(key, answer)
             slots[slot] = _result(path, answer)

@@ -8,29 +8,41 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-import click
-
-from . import __version__
-from .cache import CACHE_DIR_NAME, Cache, cache_root, settings_fingerprint
-from .checking import check_targets
-from .config import ConfigError, Settings, load_settings
-from .engine import SourceError, check_module, parse, rewrite_data, select_rules
-from .files import Target, discover, mentions_torch
-from .notebook import CellError, cell_diff, is_notebook, rewrite_notebook
-from .output import FORMATS, FileError, render
-from .parallel import default_jobs
-from .project import project_seeds
-from .rules import ALL_RULES
-from .seeds import NO_SEEDS
-from .writing import WriteError, write_rewrite
-
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports it: 128 + SIGINT
+
+try:  # a Ctrl-C while the modules load (libcst takes a while) ends the run quietly too
+    import click
+
+    from . import __version__
+    from .cache import CACHE_DIR_NAME, Cache, cache_root, settings_fingerprint
+    from .checking import check_targets
+    from .config import ConfigError, Settings, load_settings
+    from .engine import SourceError, rewrite_data, select_rules
+    from .files import (NotRegularFileError, PatternError, Target, check_patterns, discover, mentions_torch,
+                        read_source, regular_or_missing)
+    from .notebook import CellError, cell_diff, is_notebook, rewrite_notebook
+    from .output import FORMATS, FileError, render, shown
+    from .parallel import default_jobs
+    from .project import project_seeds
+    from .rules import ALL_RULES
+    from .seeds import NO_SEEDS
+    from .syntax import python_lines
+    from .writing import WriteError, write_rewrite
+except KeyboardInterrupt:
+    raise SystemExit(EXIT_INTERRUPTED) from None
 
 
 class LazyGroup(click.Group):
     """Commands that need torch are imported only when they run."""
 
     lazy = {"verify": "cpu2gpu.runtime.cli:verify"}
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:  # Ctrl-C: the workers stop with the run; no traceback, no "Aborted!"
+            raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.lazy])
@@ -63,6 +75,10 @@ def main() -> None:
     """Move PyTorch scripts from the CPU to the GPU, and prove the move."""
 
 
+def _echo_error(path: str, message: str) -> None:
+    click.echo(FileError(path, message).text(), err=True)
+
+
 def _error(path: str, error: SourceError) -> None:
     cell = error.cell if isinstance(error, CellError) else None
     click.echo(FileError(path, error.message, error.line, error.column, cell).text(), err=True)
@@ -77,15 +93,29 @@ def _settings(paths: Sequence[str]) -> Settings:
 
 
 def _read(target: Target) -> Optional[bytes]:
+    if target.error is not None:
+        _echo_error(target.path, target.error)
+        return None
     try:
-        return Path(target.path).read_bytes()
+        return read_source(target.path)
     except FileNotFoundError:
-        click.echo(f"{target.path}: error: no such file or folder", err=True)
+        _echo_error(target.path, "no such file or folder")
     except IsADirectoryError:
-        click.echo(f"{target.path}: error: is a folder", err=True)
+        _echo_error(target.path, "is a folder")
+    except NotRegularFileError:
+        _echo_error(target.path, "not a regular file")
     except OSError as error:
-        click.echo(f"{target.path}: error: cannot read the file: {error.strerror}", err=True)
+        _echo_error(target.path, f"cannot read the file: {error.strerror or error}")
     return None
+
+
+def _targets(paths: Sequence[str], settings: Settings, exclude: Sequence[str], force_exclude: bool) -> list[Target]:
+    patterns = [*settings.exclude, *_split(exclude)]
+    try:
+        check_patterns(patterns)
+    except PatternError as error:
+        raise click.BadParameter(str(error), param_hint="'--exclude'") from None
+    return list(discover(paths, patterns, force_exclude=force_exclude))
 
 
 _selection = [
@@ -133,7 +163,7 @@ def check(paths: tuple[str, ...], output_format: str, select: tuple[str, ...], i
     if not no_cache:
         cache = Cache(cache_root(settings.source), settings_fingerprint(
             [rule.code for rule in rules], settings.unsafe_fixes, settings.device_expression))
-    targets = list(discover(paths, [*settings.exclude, *_split(exclude)], force_exclude=force_exclude))
+    targets = _targets(paths, settings, exclude, force_exclude)
     results = check_targets(targets, rules, jobs or default_jobs(), cache, quiet)
     findings = [finding for result in results for finding in result.findings]
     errors = [result.error for result in results if result.error is not None]
@@ -166,8 +196,9 @@ def rewrite(paths: tuple[str, ...], in_place: bool, check_only: bool, unsafe_fix
     if unsafe_fixes is None:
         unsafe_fixes = settings.unsafe_fixes
     errors = changed = 0
-    targets = list(discover(paths, [*settings.exclude, *_split(exclude)], force_exclude=force_exclude))
-    seeds = project_seeds([t.path for t in targets])
+    targets = _targets(paths, settings, exclude, force_exclude)
+    # (the project is read around regular files only: a FIFO or a device would block it)
+    seeds = project_seeds([t.path for t in targets if t.error is None and regular_or_missing(t.path)])
     for target in targets:
         data = _read(target)
         if data is None:
@@ -190,23 +221,24 @@ def rewrite(paths: tuple[str, ...], in_place: bool, check_only: bool, unsafe_fix
             continue
         changed += 1
         if check_only:
-            click.echo(f"Would rewrite {target.path}")
+            click.echo(f"Would rewrite {shown(target.path)}")
         elif in_place:
             try:
                 write_rewrite(target.path, data, new)
             except WriteError as error:
-                click.echo(f"{target.path}: error: {error}", err=True)
+                _echo_error(target.path, str(error))
                 errors += 1
                 continue
-            click.echo(f"Rewrote {target.path}", err=True)
+            click.echo(f"Rewrote {shown(target.path)}", err=True)
         else:
-            old_name, new_name = (target.path, target.path) if Path(target.path).is_absolute() else (
-                f"a/{target.path}", f"b/{target.path}")
+            name = shown(target.path)
+            old_name, new_name = (name, name) if Path(target.path).is_absolute() else (f"a/{name}", f"b/{name}")
             if is_notebook(target.path):  # the cells' code, not the JSON around it
                 click.echo(cell_diff(data, new, target.path, old_name, new_name), nl=False)
                 continue
-            old_text = data.decode(encoding, errors="replace").splitlines(keepends=True)
-            new_text = new.decode(encoding, errors="replace").splitlines(keepends=True)
+            # lines as Python counts them: a form feed or U+2028 inside a line ends no line
+            old_text = python_lines(data.decode(encoding, errors="replace"), keepends=True)
+            new_text = python_lines(new.decode(encoding, errors="replace"), keepends=True)
             diff = difflib.unified_diff(old_text, new_text, old_name, new_name)
             click.echo("".join(_terminated(diff)), nl=False)
     if (check_only or exit_non_zero_on_fix) and changed:

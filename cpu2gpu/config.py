@@ -8,6 +8,8 @@ from typing import Optional
 
 import libcst
 
+from .files import PatternError, check_patterns
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python < 3.11
@@ -33,8 +35,11 @@ def find_pyproject(start: Path) -> Optional[Path]:
     start = start.resolve()
     for folder in (start, *start.parents):
         candidate = folder / "pyproject.toml"
-        if candidate.is_file():
-            return candidate
+        try:
+            if candidate.is_file():
+                return candidate
+        except OSError:  # a folder that cannot be looked into: the files in it report it
+            continue
     return None
 
 
@@ -72,5 +77,10 @@ def load_settings(start: Path) -> Settings:
     unknown = sorted(set(table) - known)
     if unknown:
         raise ConfigError(f"{path}: [tool.cpu2gpu] unknown setting: {', '.join(unknown)}")
-    return Settings(strings("select"), strings("ignore"), strings("extend_select"), strings("exclude"),
+    exclude = strings("exclude")
+    try:
+        check_patterns(exclude)
+    except PatternError as error:
+        raise ConfigError(f"{path}: [tool.cpu2gpu] {error}") from None
+    return Settings(strings("select"), strings("ignore"), strings("extend_select"), exclude,
                     unsafe, expression, str(path))

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import ast
+import io
 import re
 import sys
 import threading
+import tokenize
 from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from typing import Iterable, Optional, Sequence, Union
@@ -18,7 +20,7 @@ from .fixes import Fix, apply_edits, plan_device_setup
 from .positions import node_positions
 from .rules import ALL_RULES, Hit, Rule, RuleContext
 from .seeds import NO_SEEDS, Seeds
-from .syntax import python_syntax_error
+from .syntax import Refusal, brackets_within_limit, newer_syntax, python_lines, python_syntax_error, python_verdict
 
 Source = Union[str, bytes]
 
@@ -76,21 +78,27 @@ def select_rules(select: Sequence[str] = (), ignore: Sequence[str] = (), extend_
 
 
 # The sources of the last few parsed modules (libcst nodes take no weak references): ``locate``
-# reads a file's lines for ``# noqa`` without generating its code again, which costs half a parse.
-_RECENT_SOURCES: "OrderedDict[int, tuple[cst.Module, Source]]" = OrderedDict()
+# reads a file's lines for ``# noqa`` without generating its code again, which costs half a parse,
+# and finds positions with Python's tree of the file (made by ``parse``) without parsing it again.
+_RECENT_SOURCES: "OrderedDict[int, tuple[cst.Module, Source, Optional[ast.Module]]]" = OrderedDict()
 _RECENT_LIMIT = 4
 
 
-def source_text(module: cst.Module) -> str:
+def _recent(module: cst.Module) -> Optional[tuple[cst.Module, Source, Optional[ast.Module]]]:
     entry = _RECENT_SOURCES.get(id(module))
-    if entry is None or entry[0] is not module:
+    return entry if entry is not None and entry[0] is module else None
+
+
+def source_text(module: cst.Module) -> str:
+    entry = _recent(module)
+    if entry is None:
         return module.code
     source = entry[1]
     return source if isinstance(source, str) else source.decode(module.encoding)
 
 
-def _remember(module: cst.Module, source: Source) -> None:
-    _RECENT_SOURCES[id(module)] = (module, source)
+def _remember(module: cst.Module, source: Source, tree: Optional[ast.Module] = None) -> None:
+    _RECENT_SOURCES[id(module)] = (module, source, tree)
     while len(_RECENT_SOURCES) > _RECENT_LIMIT:
         _RECENT_SOURCES.popitem(last=False)
 
@@ -100,27 +108,85 @@ def remember_source(module: cst.Module, source: Source) -> None:
     _remember(module, source)
 
 
-def parse(source: Source) -> cst.Module:
-    if (b"\x00" if isinstance(source, bytes) else "\x00") in source:
-        raise SourceError("binary file (it contains NUL bytes), not Python source")
+def _decoded(source: Source) -> str:
+    """The text of the file, decoded as Python decodes it (coding line, BOM)."""
+    if isinstance(source, str):
+        return source
     try:
-        module = cst.parse_module(source)
-    except cst.ParserSyntaxError as error:
-        # Python's own parser names the place and the cause more precisely than libcst's.
-        try:
-            ast.parse(source)
-        except SyntaxError as python_error:
-            raise SourceError(f"syntax error: {python_error.msg}", python_error.lineno,
-                              python_error.offset) from None
-        except (ValueError, UnicodeDecodeError):
-            pass
-        raise SourceError(f"syntax error: {error.message}", error.raw_line, error.raw_column + 1) from None
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
+        return source.decode(encoding)
     except (UnicodeDecodeError, LookupError) as error:
         raise SourceError(f"cannot decode the file: {error}") from None
-    except SyntaxError as error:  # from the encoding detection: an unknown coding line, UTF-16 bytes
+    except SyntaxError as error:  # an unknown coding line
         raise SourceError(f"cannot decode the file: {error.msg}") from None
-    _remember(module, source)
+
+
+def parse(source: Source) -> cst.Module:
+    """The file's libcst module, once Python's own parser has accepted it.
+
+    Python judges first: libcst reads code that Python refuses (``b"é"``) and crashes on some of it
+    (1,300 nested parentheses); a file nested deeper than ``syntax.MAX_NESTING`` is not analysed.
+    Where Python refuses code in a syntax newer than its own (``match`` on 3.9), libcst judges.
+    """
+    if (b"\x00" if isinstance(source, bytes) else "\x00") in source:
+        raise SourceError("binary file (it contains NUL bytes), not Python source")
+    text = _decoded(source)
+    tree, refusal = python_verdict(text)
+    if refusal is not None:
+        module = None if refusal.nesting else _newer_syntax_module(source, text, refusal)
+        if module is None:
+            raise SourceError(refusal.message, refusal.line, refusal.column)
+        tree = None
+    else:
+        try:
+            module = cst.parse_module(source)
+        except cst.ParserSyntaxError as error:
+            first = error.message.strip().splitlines()[0] if error.message.strip() else "parser error"
+            raise SourceError(f"not analysed: valid Python that libcst {_libcst_version()} cannot parse "
+                              f"({first})", error.raw_line, error.raw_column + 1) from None
+        except (UnicodeDecodeError, LookupError) as error:
+            raise SourceError(f"cannot decode the file: {error}") from None
+        except SyntaxError as error:
+            raise SourceError(f"cannot decode the file: {error.msg}") from None
+    if "\x0c" in text:
+        _refuse_lost_form_feeds(module, source, text)
+    _remember(module, source, tree)
     return module
+
+
+def _newer_syntax_module(source: Source, text: str, refusal: Refusal) -> Optional[cst.Module]:
+    """libcst's module of code that this Python refuses, if it is in a newer Python's syntax."""
+    if not brackets_within_limit(text):  # libcst may crash on it: never hand it over
+        return None
+    try:
+        module = cst.parse_module(source)
+    except Exception:  # libcst refuses it as well: Python's message says more
+        return None
+    try:
+        return module if newer_syntax(module, refusal) else None
+    except RecursionError:
+        return None
+
+
+def _refuse_lost_form_feeds(module: cst.Module, source: Source, text: str) -> None:
+    """libcst takes a form feed in an indentation for part of the indentation: it cannot give the file
+    back byte for byte, nor write new code into it. Such a file is refused, naming the line."""
+    exact = module.bytes == source if isinstance(source, bytes) else module.code == source
+    if exact and "\x0c" not in module.default_indent:
+        return
+    line = next((number for number, body in enumerate(python_lines(text), 1)
+                 if "\x0c" in body[:len(body) - len(body.lstrip(" \t\x0c"))] and body.strip(" \t\x0c")), None)
+    raise SourceError("not analysed: a form feed in the indentation of a line (libcst cannot keep it; "
+                      "indent with spaces or tabs only)", line, 1 if line is not None else None)
+
+
+def _libcst_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("libcst")
+    except Exception:
+        return ""
 
 
 # A tree nested thousands deep (a string made of thousands of implicit concatenations, as in
@@ -215,8 +281,10 @@ def locate(analysis: Analysis, path: str, suppressed: Optional[list[Hit]] = None
     if not analysis.hits:
         return []
     source = source_text(analysis.module)
-    positions = node_positions(analysis.module, [hit.node for hit in analysis.hits], source)
-    lines = source.splitlines()
+    entry = _recent(analysis.module)
+    positions = node_positions(analysis.module, [hit.node for hit in analysis.hits], source,
+                               entry[2] if entry is not None else None)
+    lines = python_lines(source)  # as Python counts them: a form feed or U+2028 ends no line
     located = []
     for hit in analysis.hits:
         where = positions[hit.node]

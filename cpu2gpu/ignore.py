@@ -23,11 +23,23 @@ def _repository_root(folder: Path) -> Optional[Path]:
 
 def _read_spec(path: Path) -> Optional[pathspec.PathSpec]:
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        # lines as git splits them: at \n only (a form feed or U+2028 is part of a pattern)
+        lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
     except OSError:
         return None
-    spec = pathspec.GitIgnoreSpec.from_lines(lines)
+    try:
+        spec = pathspec.GitIgnoreSpec.from_lines(lines)
+    except Exception:  # a line git reads but pathspec refuses (`!`, `\\`, `[z-a]`): without it
+        spec = pathspec.GitIgnoreSpec.from_lines([line for line in lines if _usable(line)])
     return spec if spec.patterns else None
+
+
+def _usable(line: str) -> bool:
+    try:
+        pathspec.GitIgnoreSpec.from_lines([line])
+    except Exception:
+        return False
+    return True
 
 
 class IgnoreRules:

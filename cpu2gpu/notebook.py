@@ -2,7 +2,8 @@
 
 The code cells are joined, in order, into one module; a comment line marks where each
 cell starts, so that findings map back to a cell and a line in it and the rewritten
-module splits back into cells. IPython syntax (``%magic``, ``!shell``, ``%%cell``
+module splits back into cells. The marks carry a token made for the notebook that no cell
+contains, so that no text in a cell can pass for one. IPython syntax (``%magic``, ``!shell``, ``%%cell``
 magics, ``obj?``) is not Python: each such line is replaced, for the analysis only,
 by a placeholder line (so line numbers hold) and put back word for word afterwards.
 
@@ -15,6 +16,7 @@ refused rather than reformatted.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -25,10 +27,8 @@ from .rules import Rule
 
 NOTEBOOK_SUFFIX = ".ipynb"
 
-_CELL_MARK = "# <cpu2gpu cell {}>"
-_MAGIC_MARK = "# <cpu2gpu magic {}>"
-_CELL_MARK_LINE = re.compile(r"^# <cpu2gpu cell (\d+)>$")
-_MAGIC_MARK_IN_LINE = re.compile(r"# <cpu2gpu magic (\d+)>$")
+_CELL_MARK = "# <cpu2gpu cell {token} {number}>"
+_MAGIC_MARK = "# <cpu2gpu magic {token} {number}>"
 
 # Lines IPython rewrites before Python sees them.
 _LINE_MAGIC = re.compile(r"^\s*(?:%%?[A-Za-z_]|!(?!=)|\?)")
@@ -76,6 +76,7 @@ class Notebook:
     data: dict
     cells: list[CodeCell]
     program: str  # the code cells as one module, magics replaced
+    token: str  # in every mark of the program, in no cell
 
     def locate(self, line: int) -> tuple[CodeCell, int]:
         """The cell that holds a program line, and the 1-based line inside it."""
@@ -130,14 +131,25 @@ def load(raw_bytes: bytes) -> Notebook:
             else:
                 raise SourceError(f"not a valid notebook: code cell {len(cells) + 1} has a source that is not text")
             cells.append(CodeCell(len(cells) + 1, cell, text))
-    return Notebook(raw, data, cells, _program(cells))
+    token = _token(cells)
+    return Notebook(raw, data, cells, _program(cells, token), token)
 
 
-def _program(cells: list[CodeCell]) -> str:
+def _token(cells: list[CodeCell]) -> str:
+    """A token that no cell contains (from the cells' text: the same notebook, the same token)."""
+    digest = hashlib.sha256("\0".join(cell.text for cell in cells).encode("utf-8", "surrogatepass"))
+    while True:
+        token = digest.hexdigest()[:16]
+        if not any(token in cell.text for cell in cells):
+            return token
+        digest.update(b"\0")
+
+
+def _program(cells: list[CodeCell], token: str) -> str:
     out: list[str] = []
     magic_number = 0
     for cell in cells:
-        out.append(_CELL_MARK.format(cell.number) + "\n")
+        out.append(_CELL_MARK.format(token=token, number=cell.number) + "\n")
         cell.first_line = len(out) + 1
         lines = _lines(cell.text)
         magics = _magic_lines(lines)
@@ -146,7 +158,7 @@ def _program(cells: list[CodeCell]) -> str:
             if index in magics:
                 magic_number += 1
                 cell.magics[magic_number] = body
-                mark = _MAGIC_MARK.format(magic_number)
+                mark = _MAGIC_MARK.format(token=token, number=magic_number)
                 indent = body[:len(body) - len(body.lstrip())]
                 # Inside a block a comment cannot stand alone: `pass` keeps the block a block.
                 line = (f"{indent}pass  {mark}" if indent and len(magics) < len(lines) else mark) + "\n"
@@ -181,9 +193,12 @@ def check_notebook(raw: bytes, path: str, rules: Sequence[Rule]) -> list[Finding
 
 def _split_program(notebook: Notebook, code: str) -> list[str]:
     """The rewritten program cut back into the cells' texts, magics restored."""
+    cell_mark = re.compile(re.escape(_CELL_MARK.format(token=notebook.token, number="@")).replace("@", r"(\d+)"))
+    magic_mark = re.compile(re.escape(_MAGIC_MARK.format(token=notebook.token, number="@")).replace("@", r"(\d+)")
+                            + "$")
     texts: list[list[str]] = []
     for line in _lines(code):
-        mark = _CELL_MARK_LINE.match(line.rstrip("\r\n"))
+        mark = cell_mark.fullmatch(line.rstrip("\r\n"))
         if mark and int(mark.group(1)) == len(texts) + 1:
             texts.append([])
         elif texts:
@@ -198,7 +213,7 @@ def _split_program(notebook: Notebook, code: str) -> list[str]:
         restored = []
         for line in lines:
             body, ending = _split_ending(line)
-            mark = _MAGIC_MARK_IN_LINE.search(body)
+            mark = magic_mark.search(body)
             if mark:
                 number = int(mark.group(1))
                 if number not in cell.magics:

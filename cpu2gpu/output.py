@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,7 @@ class FileError:
     cell: Optional[int] = None
 
     def text(self) -> str:
-        where = self.path
+        where = shown(self.path)
         if self.cell is not None:
             where += f":cell {self.cell}"
         if self.line is not None:
@@ -37,10 +38,29 @@ class FileError:
         return f"{where}: error: {self.message}"
 
 
+# What would break a report line, or the terminal: control characters, line and paragraph
+# separators, and the surrogates that stand for the undecodable bytes of a file name.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
+def _escape(match: re.Match) -> str:
+    char = match.group()
+    if "\udc80" <= char <= "\udcff":  # a byte os.fsdecode could not decode
+        return f"\\x{ord(char) - 0xdc00:02x}"
+    return ascii(char)[1:-1]
+
+
+def shown(path: str) -> str:
+    """A path as the text reports print it: on one line, its control characters escaped as in a
+    Python string literal (``\\n``, ``\\x1b``)."""
+    return _UNPRINTABLE.sub(_escape, path)
+
+
 def location(finding: Finding) -> str:
+    path = shown(finding.path)
     if finding.cell is not None:
-        return f"{finding.path}:cell {finding.cell}:{finding.line}:{finding.column}"
-    return f"{finding.path}:{finding.line}:{finding.column}"
+        return f"{path}:cell {finding.cell}:{finding.line}:{finding.column}"
+    return f"{path}:{finding.line}:{finding.column}"
 
 
 def text_line(finding: Finding) -> str:

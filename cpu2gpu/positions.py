@@ -56,13 +56,16 @@ class _Unmatched(Exception):
     """libcst's statements and Python's do not pair up: use the whole-module way."""
 
 
-def node_positions(module: cst.Module, nodes: Iterable[cst.CSTNode], source: str) -> dict:
-    """node -> CodeRange (lines from 1, columns from 0, as PositionProvider gives them)."""
+def node_positions(module: cst.Module, nodes: Iterable[cst.CSTNode], source: str,
+                   tree: Optional[ast.Module] = None) -> dict:
+    """node -> CodeRange (lines from 1, columns from 0, as PositionProvider gives them).
+    ``tree``: Python's tree of ``source``, when the caller has it."""
     wanted = {id(n): n for n in nodes}
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return _whole(module)  # newer syntax than this Python, or too deep: PositionProvider does it
+    if tree is None:
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return _whole(module)  # newer syntax than this Python, or too deep: PositionProvider does it
     segments: list[_Segment] = []
     try:
         _collect(module.body, tree.body, (), set(wanted), segments)

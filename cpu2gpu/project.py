@@ -24,18 +24,22 @@ import dataclasses
 import hashlib
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Iterable, Optional
 
 import libcst as cst
 
 from .analysis import Analyzer, _holds_state, _places_itself
-from .engine import SourceError, parse
+from .engine import SourceError, _deep, parse
+from .files import read_source
+from .output import shown
 from .facts import Kind, Place, Value
 from .imports import ImportTable
 from .seeds import CallShape, Exported, Seeds
 
 ROOT_MARKERS = ("pyproject.toml", "setup.py", ".git")
+_MAX_IMPORT_DEPTH = 40  # files summarised inside one another (each costs a few stack frames)
 _ROUNDS = 3  # rounds of caller -> callee seeds: main -> Trainer -> train_epoch
 _IMPORT_LINE = re.compile(rb"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import\b|import[ \t]+([\w., \t]+))", re.M)
 _SKIPPED_DIRS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "node_modules", ".tox", ".nox",
@@ -191,7 +195,7 @@ class Project:
         # paths here are absolute and built from resolved ones: no resolve() (a syscall per part)
         if path not in self.files:
             try:
-                self.files[path] = ProjectFile(path, path.read_bytes())
+                self.files[path] = ProjectFile(path, read_source(path))  # a FIFO must not block
             except OSError:
                 self.files[path] = None
         return self.files[path]
@@ -259,8 +263,8 @@ class Project:
             return None
         if pf.summary is not None:
             return pf.summary
-        if pf.path in self._summarizing:
-            return {}  # an import cycle: what is known so far
+        if pf.path in self._summarizing or len(self._summarizing) >= _MAX_IMPORT_DEPTH:
+            return {}  # an import cycle, or a chain too deep to follow at once: settled later
         self._summarizing.add(pf.path)
         try:
             self.seeds_from_imports(pf)
@@ -560,7 +564,13 @@ class ProjectSet:
         seeds: dict[str, Seeds] = {}
         for root, items in self._by_root(raws).items():
             project = self.projects[root]
-            found = project.seeds_for([p for _, p in items])
+            try:
+                # deep chains of values or imports: retried on a thread with a big stack
+                found = _deep(project.seeds_for, [p for _, p in items])
+            except Exception as error:  # a bug here must not cost the files their own check
+                sys.stderr.write(f"warning: {shown(str(root))}: the project around these files could not be "
+                                 f"read ({type(error).__name__}: {error}); each file is checked on its own\n")
+                continue
             for raw, path in items:
                 if path in found:
                     seeds[raw] = found[path]
