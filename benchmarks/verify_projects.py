@@ -1,6 +1,6 @@
 """Every fixture project, rewritten by the tool as a whole, against its original on the simulated GPU.
 
-Usage: python benchmarks/verify_projects.py   (about a minute a project on 2 cores)
+Usage: python benchmarks/verify_projects.py [sim|cuda]   (about a minute a project on 2 cores)
 """
 
 import sys
@@ -13,6 +13,7 @@ from test_projects_verify import PROJECTS, migrate  # noqa: E402
 
 from cpu2gpu.runtime.verify import verify  # noqa: E402
 
+DEVICE = sys.argv[1] if len(sys.argv) > 1 else "sim"
 ENTRIES = {"src_layout": ["run.py"], "two_entries": ["train_a.py", "train_b.py"]}
 
 passed = total = 0
@@ -20,10 +21,10 @@ for project in sorted(p for p in PROJECTS.iterdir() if p.is_dir()):
     for entry in ENTRIES.get(project.name, ["main.py"]):
         with tempfile.TemporaryDirectory() as tmp:
             original, migrated = migrate(project, Path(tmp))
-            rep = verify(str(migrated / entry), against=str(original / entry), device="sim", cwd=str(migrated),
+            rep = verify(str(migrated / entry), against=str(original / entry), device=DEVICE, cwd=str(migrated),
                          max_steps=6, timeout=300)
         total += 1
         passed += rep["verdict"] == "pass"
         reasons = "; ".join(r.get("cause", str(r)) for r in rep["reasons"])[:200]
         print(f"{project.name:20s} {entry:12s} {rep['verdict']:5s} {reasons}", flush=True)
-print(f"{passed}/{total} pass verify --device sim --against the original")
+print(f"{passed}/{total} pass verify --device {DEVICE} --against the original")
