@@ -10,7 +10,7 @@ from .engine import Finding, SourceError, check_module, parse, remember_source, 
 from .files import NotRegularFileError, Target, mentions_torch, read_source
 from .notebook import CellError, check_notebook, is_notebook
 from .output import FileError
-from .parallel import MIN_ITEMS_PER_JOB, ordered_map
+from .parallel import ordered_map, workers_for
 from .progress import Progress
 from .project import ProjectSet
 from .rules import Rule
@@ -143,7 +143,7 @@ def check_targets(targets: Sequence[Target], rules: Sequence[Rule], jobs: int, c
     seeds = projects.seeds([path for _, path, _, _ in pending], parsed)
     progress = Progress.for_terminal(len(pending), "cpu2gpu check", quiet)
     codes = [rule.code for rule in rules]
-    in_process = min(jobs, len(pending) // MIN_ITEMS_PER_JOB) <= 1  # modules do not travel to workers
+    in_process = workers_for(jobs, len(pending)) == 1  # modules do not travel to workers
     jobs_list = [(path, data, seeds.get(path, NO_SEEDS), _same_module(parsed.get(path), data) if in_process else None)
                  for _, path, data, _ in pending]
     answers = ordered_map(analyse, jobs_list, jobs,

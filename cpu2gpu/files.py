@@ -101,7 +101,7 @@ def _walk(root: Path, exclude: Sequence[str], ignored: Optional[IgnoreRules]) ->
             ignored.enter(folder_path)
         dirs[:] = sorted(
             d for d in dirs
-            if not _skipped_dir(folder_path / d) and not _excluded(folder_path / d, exclude)
+            if not skipped_dir(folder_path / d) and not _excluded(folder_path / d, exclude)
             and not (ignored is not None and ignored.ignores(folder_path / d, is_dir=True))
         )
         for name in files:
@@ -123,7 +123,7 @@ def regular_or_missing(path: "str | Path") -> bool:
         return True
 
 
-def _skipped_dir(path: Path) -> bool:
+def skipped_dir(path: Path) -> bool:
     name = path.name
     return (name.startswith(".") or name in SKIPPED_DIRS or name.endswith(".egg-info")
             or _is_virtualenv(path))

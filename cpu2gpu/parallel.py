@@ -34,6 +34,11 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def workers_for(jobs: int, items: int) -> int:
+    """How many worker processes ``ordered_map`` uses for that many items (1: it runs in process)."""
+    return max(1, min(jobs, items // MIN_ITEMS_PER_JOB))
+
+
 def ordered_map(func: Callable[[Item], Result], items: Sequence[Item], jobs: int,
                 initializer: Optional[Callable[..., None]] = None, initargs: tuple = (),
                 crashed: Optional[Callable[[Item], Result]] = None) -> Iterator[Result]:
@@ -45,7 +50,7 @@ def ordered_map(func: Callable[[Item], Result], items: Sequence[Item], jobs: int
     ``crashed(item)``: the result for an item that kills its worker process (without it,
     ``BrokenProcessPool`` is raised).
     """
-    jobs = min(jobs, len(items) // MIN_ITEMS_PER_JOB)
+    jobs = workers_for(jobs, len(items))
     if jobs <= 1:
         if initializer is not None:
             initializer(*initargs)

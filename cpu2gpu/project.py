@@ -32,26 +32,21 @@ import libcst as cst
 
 from .analysis import Analyzer, _holds_state, _places_itself
 from .engine import SourceError, _deep, parse
-from .files import read_source
+from .files import read_source, skipped_dir
 from .output import shown
 from .facts import Kind, Place, Value
-from .imports import ImportTable
+from .imports import ImportTable, dotted
 from .seeds import CallShape, Exported, Seeds
 
 ROOT_MARKERS = ("pyproject.toml", "setup.py", ".git")
 _MAX_IMPORT_DEPTH = 40  # files summarised inside one another (each costs a few stack frames)
 _ROUNDS = 3  # rounds of caller -> callee seeds: main -> Trainer -> train_epoch
 _IMPORT_LINE = re.compile(rb"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import\b|import[ \t]+([\w., \t]+))", re.M)
-_SKIPPED_DIRS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "node_modules", ".tox", ".nox",
-                 "build", "dist", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints"}
 
 
 def find_root(path: Path) -> Path:
     folder = path.resolve().parent
-    for candidate in (folder, *folder.parents):
-        if any((candidate / marker).exists() for marker in ROOT_MARKERS):
-            return candidate
-    return folder
+    return next((candidate for candidate in (folder, *folder.parents) if is_marked_root(candidate)), folder)
 
 
 def is_marked_root(root: Path) -> bool:
@@ -212,8 +207,8 @@ class Project:
         for node in _import_nodes(pf.module.body):
             pf.imports.add(node)
             if isinstance(node, cst.ImportFrom) and isinstance(node.names, cst.ImportStar):
-                module = cst.Module([]).code_for_node(node.module) if node.module is not None else ""
-                pf.stars.append("." * len(node.relative) + module)
+                module = dotted(node.module) if node.module is not None else ""
+                pf.stars.append("." * len(node.relative) + (module or ""))
         return pf
 
     def project_imports(self, path: Path) -> list[Path]:
@@ -268,10 +263,8 @@ class Project:
         self._summarizing.add(pf.path)
         try:
             self.seeds_from_imports(pf)
-            pf.analyzer = self._analyzer(pf)
-            facts = pf.analyzer.run()
+            self._analyse(pf)
             pf.summary = self._exports(pf, pf.analyzer)
-            self._outgoing[pf.path] = facts.outgoing_calls
         finally:
             self._summarizing.discard(pf.path)
         return pf.summary
@@ -291,10 +284,11 @@ class Project:
                                      cpu_inputs=tuple(sorted(cls.cpu_inputs, key=str)))
         facts = analyzer.facts
         moved = {id(v.loader) for v in facts.values if v.kind is Kind.BATCH and v.loader is not None and facts.is_bound(v)}
-        loader_params: dict[str, list] = {}
+        moving: dict[str, list] = {}
         for function, key, loader in facts.param_loaders:
             if loader.moved_batches or id(loader) in moved:
-                loader_params.setdefault(function, []).append(key)
+                moving.setdefault(function, []).append(key)
+        loader_params = {name: tuple(sorted(keys, key=str)) for name, keys in moving.items()}
         for name, value in analyzer.global_scope.names.items():
             if value is None or "." in name:
                 continue
@@ -303,10 +297,9 @@ class Project:
                                          returns_elements=_returned_elements(facts, value.returns),
                                          holds_state=value.returns is None or value.returns.stateful,
                                          returns_class=self._class_of(rel, analyzer, value.returns),
-                                         loader_params=tuple(sorted(loader_params.get(name, ()), key=str)))
+                                         loader_params=loader_params.get(name, ()))
             elif value.kind is Kind.CLASS:
-                exports[name] = Exported("class", rel, name,
-                                         loader_params=tuple(sorted(loader_params.get(name, ()), key=str)))
+                exports[name] = Exported("class", rel, name, loader_params=loader_params.get(name, ()))
         exports.update(self._registries(pf, rel, analyzer, exports))
         return exports
 
@@ -342,12 +335,13 @@ class Project:
             return (cls.origin_file, cls.name)
         return (rel, cls.name) if analyzer.module_class_values.get(cls.name) is cls else ()
 
-    @staticmethod
-    def _analyzer(pf: ProjectFile) -> Analyzer:
-        """A fresh analysis of the file with its seeds as they are now (remembered, so that the
-        final check can reuse its facts when the seeds have not moved since)."""
+    def _analyse(self, pf: ProjectFile) -> None:
+        """Analyse the file with its seeds as they are now; keep the analysis (its summary and the
+        final check read it, the latter only while the seeds have not moved since) and its calls
+        into other project files."""
         pf.analyzed_with = pf.seeds.fingerprint()
-        return Analyzer(pf.module, seeds=pf.seeds)
+        pf.analyzer = Analyzer(pf.module, seeds=pf.seeds)
+        self._outgoing[pf.path] = pf.analyzer.run().outgoing_calls
 
     def _relative(self, path: Path) -> str:
         try:
@@ -371,8 +365,7 @@ class Project:
             for path in changed:
                 pf = self.files[path]
                 pf.seeds.incoming = incoming.get(path, {})
-                pf.analyzer = self._analyzer(pf)
-                self._outgoing[path] = pf.analyzer.run().outgoing_calls
+                self._analyse(pf)
         # What the callees learnt from their callers (a loader whose batches they move) goes back
         # into the summaries the callers read.
         for path in in_play:
@@ -399,8 +392,7 @@ class Project:
                 self.seeds_from_imports(pf)
                 if (pf.seeds.imported, pf.seeds.star_names) != before:
                     changed = True
-                    pf.analyzer = self._analyzer(pf)
-                    self._outgoing[path] = pf.analyzer.run().outgoing_calls
+                    self._analyse(pf)
                     pf.summary = self._exports(pf, pf.analyzer)
             if not changed:
                 return
@@ -470,8 +462,7 @@ class Project:
             self._tree = []
             recursive = is_marked_root(self.root)
             for folder, dirs, files in os.walk(self.root):
-                dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith(".")) \
-                    if recursive else []
+                dirs[:] = sorted(d for d in dirs if not skipped_dir(Path(folder, d))) if recursive else []
                 self._tree.extend(Path(folder, name) for name in sorted(files) if name.endswith(".py"))
         return self._tree
 
@@ -483,8 +474,7 @@ class Project:
                 shape = dataclasses.replace(shape, callers=(self._relative(caller),))
                 if qualified.startswith("@"):  # @model.py:Net.fit: a method of a module class of that file
                     file, _, name = qualified[1:].partition(":")
-                    known = incoming.setdefault(self.root / file, {})
-                    known[name] = known[name].merge(shape) if name in known else shape
+                    _add_shape(incoming, self.root / file, name, shape)
                     continue
                 exported = pf.seeds.imported.get(qualified) if pf is not None else None
                 name = exported.name if exported is not None else None
@@ -498,10 +488,14 @@ class Project:
                     continue
                 if exported.kind == "module_class" and "." not in name:
                     continue  # Net(...): its constructor is read from its own file
-                callee = self.root / exported.file
-                known = incoming.setdefault(callee, {})
-                known[name] = known[name].merge(shape) if name in known else shape
+                _add_shape(incoming, self.root / exported.file, name, shape)
         return incoming
+
+
+def _add_shape(incoming: dict, callee: Path, name: str, shape: CallShape) -> None:
+    """One more caller of ``name`` in ``callee``: what all its callers agree on."""
+    known = incoming.setdefault(callee, {})
+    known[name] = known[name].merge(shape) if name in known else shape
 
 
 def _returned_elements(facts, value: Optional[Value]) -> tuple:
@@ -516,8 +510,7 @@ def _returned_kind(value: Optional[Value]) -> Optional[str]:
     if value is None:
         return None
     if value.kind is Kind.TUPLE:
-        return "tuple" if any(_returned_kind(e) == "tensor" or (e is not None and e.kind in (Kind.TENSOR, Kind.BATCH))
-                              for e in value.elements) else None
+        return "tuple" if any(e is not None and e.kind in (Kind.TENSOR, Kind.BATCH) for e in value.elements) else None
     kind = {Kind.MODULE: "module", Kind.TENSOR: "tensor", Kind.BATCH: "tensor", Kind.LOADER: "loader",
             Kind.OPTIMIZER: "optimizer"}.get(value.kind)
     if kind == "module" and not value.stateful:

@@ -286,7 +286,9 @@ class ExpressionEvaluator:
             qual = self.imports.resolve(func.value) if key is not None and not scope.has(key.split(".", 1)[0]) else None
             exported = self.seeds.imported.get(qual) if qual is not None else None
             if exported is not None and exported.kind == "registry":
-                self.expr(func.slice[0].slice.value, scope) if isinstance(func.slice[0].slice, cst.Index) else None
+                for element in func.slice:  # the key is read like any expression (args[...])
+                    if isinstance(element.slice, cst.Index):
+                        self.expr(element.slice.value, scope)
                 return self.project_call(node, qual, exported, scope)
         callee = self.expr(func, scope)
         if callee is not None:
