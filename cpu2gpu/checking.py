@@ -42,9 +42,12 @@ def read_target(path: str) -> tuple[Optional[bytes], Optional[FileError]]:
 _rules: list[Rule] = []
 
 
-def _use_rules(codes: Sequence[str]) -> None:
+def _use_rules(codes: Sequence[str], explicit: Sequence[str] = ()) -> None:
+    """The rules of the run, in a worker: by code, with how the user selected them."""
     global _rules
     _rules = select_rules(codes) if codes else []
+    for rule in _rules:
+        rule.selected_explicitly = rule.code in explicit
 
 
 def analyse(job: tuple[str, bytes, Seeds, Optional[tuple]]) -> dict:
@@ -143,11 +146,12 @@ def check_targets(targets: Sequence[Target], rules: Sequence[Rule], jobs: int, c
     seeds = projects.seeds([path for _, path, _, _ in pending], parsed)
     progress = Progress.for_terminal(len(pending), "cpu2gpu check", quiet)
     codes = [rule.code for rule in rules]
+    explicit = [rule.code for rule in rules if rule.selected_explicitly]
     in_process = workers_for(jobs, len(pending)) == 1  # modules do not travel to workers
     jobs_list = [(path, data, seeds.get(path, NO_SEEDS), _same_module(parsed.get(path), data) if in_process else None)
                  for _, path, data, _ in pending]
     answers = ordered_map(analyse, jobs_list, jobs,
-                          initializer=_use_rules, initargs=(codes,), crashed=_crashed)
+                          initializer=_use_rules, initargs=(codes, explicit), crashed=_crashed)
     try:
         for (slot, path, _, key), answer in zip(pending, answers):
             if answer.pop("crashed", False):

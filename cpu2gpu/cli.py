@@ -162,7 +162,8 @@ def check(paths: tuple[str, ...], output_format: str, select: tuple[str, ...], i
     cache = None
     if not no_cache:
         cache = Cache(cache_root(settings.source), settings_fingerprint(
-            [rule.code for rule in rules], settings.unsafe_fixes, settings.device_expression))
+            [rule.code + "!" * rule.selected_explicitly for rule in rules], settings.unsafe_fixes,
+            settings.device_expression))
     targets = _targets(paths, settings, exclude, force_exclude)
     results = check_targets(targets, rules, jobs or default_jobs(), cache, quiet)
     findings = [finding for result in results for finding in result.findings]

@@ -65,6 +65,10 @@ def select_rules(select: Sequence[str] = (), ignore: Sequence[str] = (), extend_
     def matches(code: str, patterns: Iterable[str]) -> bool:
         return any(code.startswith(p.strip().upper()) for p in patterns if p.strip())
 
+    def names(code: str, patterns: Iterable[str]) -> bool:
+        """A pattern that picks out this rule's family at least (CG3, CG30, CG301), not CG or ALL."""
+        return any(len(p.strip()) >= 3 and code.startswith(p.strip().upper()) for p in patterns)
+
     chosen = []
     for rule in ALL_RULES:
         if select:
@@ -73,7 +77,9 @@ def select_rules(select: Sequence[str] = (), ignore: Sequence[str] = (), extend_
             wanted = rule.default_enabled
         wanted = wanted or matches(rule.code, extend_select)
         if wanted and not matches(rule.code, ignore):
-            chosen.append(rule())
+            instance = rule()
+            instance.selected_explicitly = names(rule.code, select) or names(rule.code, extend_select)
+            chosen.append(instance)
     return chosen
 
 
@@ -245,6 +251,8 @@ def analyze_module(module: cst.Module, rules: Sequence[Rule], device_expression:
     context = RuleContext(facts, setup)
     hits: list[Hit] = []
     for rule in rules:
+        if rule.only_for_cpu_scripts_unless_selected and facts.device_aware and not rule.selected_explicitly:
+            continue  # a script that runs on the GPU already comes out byte for byte
         hits.extend(rule.check(context))
     return Analysis(module, facts, hits, context)
 

@@ -180,6 +180,12 @@ class Facts:
     host_loads: set = field(default_factory=set)  # ids of torch.load calls whose result is read on the host
     param_loaders: list = field(default_factory=list)  # (function, position or keyword, stand-in loader): given by other files
     outgoing_calls: list = field(default_factory=list)  # (qualified name, CallShape): calls into other project files
+    places_on_device: bool = False  # some .to(device) / .cuda() / device= that can be the GPU
+
+    @property
+    def device_aware(self) -> bool:
+        """The script places values on the GPU itself already (it is migrated, or was written for it)."""
+        return self.places_on_device or bool(self.device_names) or self.has_local_device or bool(self.hardcoded)
 
     # -- placement after the migration ------------------------------------------------
 

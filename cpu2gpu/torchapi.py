@@ -89,6 +89,9 @@ LOAD_FUNCTIONS = frozenset({"torch.load"})
 
 PARAMETER_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 
+# The pre-0.4 autograd wrapper: ``Variable(x)`` is ``x`` (a tensor since PyTorch 0.4).
+VARIABLE_WRAPPERS = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
+
 
 def is_module_class(qualname: str) -> bool:
     """A torch.nn class (layer, container, loss) or a model-zoo factory."""

@@ -25,11 +25,13 @@ def test_invalid_examples_are_flagged_and_fixed(code, index, case):
     for finding in findings:
         assert finding.fix_available == has_fix
         assert 1 <= finding.line <= finding.end_line <= case.code.count("\n") + 1
-    fixed = rewrite_source(case.code, unsafe_fixes=True)
+    # performance rules touch a device-aware script (as these examples are) only when named
+    named = [code] if RULES_BY_CODE[code].only_for_cpu_scripts_unless_selected else ()
+    fixed = rewrite_source(case.code, unsafe_fixes=True, select=named)
     cst.parse_module(fixed)
     if case.fixed is not None:
         assert fixed == case.fixed
-    assert rewrite_source(fixed, unsafe_fixes=True) == fixed
+    assert rewrite_source(fixed, unsafe_fixes=True, select=named) == fixed
     remaining = [f for f in check_source(fixed, select=[code]) if f.code == code]
     if has_fix:
         assert remaining == []
@@ -70,3 +72,25 @@ def test_noqa_model_keeps_its_inputs_on_the_cpu():
               "x = torch.randn(4, 3)\nprint(model(x))\n")
     assert check_source(source) == []
     assert rewrite_source(source) == source
+
+
+AWARE = ("import torch\nfrom torch.utils.data import DataLoader\n"
+         "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+         "model = torch.nn.Linear(2, 1).to(device)\n"
+         "loss_fn = torch.nn.CrossEntropyLoss(weight=torch.ones(2, device=device))\n"
+         "for x, y in DataLoader(ds):\n    x, y = x.to(device), y.to(device)\n    loss = loss_fn(model(x), y)\n")
+
+
+def test_a_device_aware_script_comes_out_byte_for_byte():
+    # no performance fix unless CG3 is named, no move of a loss whose weight is made on the device
+    assert rewrite_source(AWARE, unsafe_fixes=True) == AWARE
+    assert check_source(AWARE) == []
+    assert [f.code for f in check_source(AWARE, select=["CG3"])] == ["CG301"]
+    assert "pin_memory" in rewrite_source(AWARE, select=["CG301"])
+    assert check_source(AWARE, select=["CG"]) == []  # the family's prefix is not named by "CG"
+
+
+def test_a_cpu_script_still_gets_the_performance_fixes():
+    cpu = "import torch\nfrom torch.utils.data import DataLoader\nmodel = torch.nn.Linear(2, 1)\n" \
+          "for x, y in DataLoader(ds):\n    loss = model(x) - y\n"
+    assert "pin_memory=torch.cuda.is_available()" in rewrite_source(cpu)

@@ -323,6 +323,12 @@ class StatementWalker:
                                  time=value.time)
                     self.bind(element.value, part, stmt, None, scope)
                 return
+            if _is_tensorish(value) and len(node.targets) == 1 \
+                    and isinstance(node.targets[0].target, (cst.Tuple, cst.List)):
+                # _, predicted = torch.max(out, 1) / h, c = hidden: each part is where the whole is.
+                for element in node.targets[0].target.elements:
+                    self.bind(element.value, self.derived(element.value, [value]), stmt, None, scope)
+                return
             for target in node.targets:
                 self.bind(target.target, value, stmt, node.value, scope)
             self.note_device_string(node, stmt)

@@ -32,6 +32,10 @@ class TorchCalls:
             return self.project_call(node, qual, exported, scope)
         if qual == "torch.device":
             return self.torch_device(node, scope)
+        if qual in api.VARIABLE_WRAPPERS:
+            values = self.args(node, scope)  # Variable(x, requires_grad=True): the value is x itself
+            first = node.args[0] if node.args else None
+            return values[0] if first is not None and first.keyword is None and not first.star else None
         if qual == "torch.accelerator.current_accelerator":
             self.args(node, scope)
             return Value(Kind.DEVICE, node, explicit=Place.DEVICE, time=self.time)
@@ -100,8 +104,9 @@ class TorchCalls:
             if local is not None:
                 self.note_constructor_args(node, local, values)
             stateful = local is not None or not api.is_stateless_module(qual)
-            weighted = not stateful and any(_is_tensorish(v) for v in values)
-            # A loss built with weight=tensor holds it as a buffer.
+            # A loss built with weight=tensor holds it as a buffer (one made on the device needs no move).
+            weighted = not stateful and any(_is_tensorish(v) and self.facts.place(v) is not Place.DEVICE
+                                            for v in values)
             return self.new(Kind.MODULE, node, scope, origin=Origin.MODULE, stateful=stateful or weighted,
                             weighted_loss=weighted, class_value=local)
         if api.is_tensor_function(qual):
@@ -159,6 +164,8 @@ class TorchCalls:
             if _is_cuda_literal(device_arg.value) and not self.guard_depth:
                 self.note_hardcoded(Hardcoded(device_arg, "device-kwarg"))
             place, follows = self.device_arg_place(device_arg.value, scope)
+            if place is Place.DEVICE or follows is not None and follows.kind is Kind.DEVICE:
+                self.facts.places_on_device = True
             if follows is not None:
                 return Value(Kind.TENSOR, node, sources=(follows,), time=self.time)
             return Value(Kind.TENSOR, node, explicit=place or Place.UNKNOWN, time=self.time)
@@ -295,6 +302,8 @@ class TorchCalls:
             for arg in node.args:
                 if arg is not candidate:
                     self.expr(arg.value, scope)
+        if place is Place.DEVICE or follows is not None and follows.kind is Kind.DEVICE:
+            self.facts.places_on_device = True
         if receiver is None:
             return None
         if method == "cpu":

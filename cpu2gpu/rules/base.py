@@ -82,6 +82,10 @@ class Rule:
     fix_safety: ClassVar[Optional[str]] = "safe"
     # Hints that are off unless selected (noisy in a hook, no fix).
     default_enabled: ClassVar[bool] = True
+    # Performance rules (CG3xx) leave a script that already places itself on the device alone,
+    # unless the user asked for them by a code or prefix that names them (CG3, CG301).
+    only_for_cpu_scripts_unless_selected: ClassVar[bool] = False
+    selected_explicitly: bool = False
     VALID: ClassVar[list[str]] = []
     INVALID: ClassVar[list[Invalid]] = []
 

@@ -79,6 +79,22 @@ class BatchNotMoved(Rule):
             "for batch in DataLoader(ds, pin_memory=True):\n    batch = {k: v.to(device) for k, v in batch.items()}\n"
             "    out = model(batch['input'])\n",
         ),
+        Invalid(  # Variable(x) is x; labels meet the predictions in a comparison
+            "import torch\nfrom torch.autograd import Variable\nfrom torch.utils.data import DataLoader\n"
+            "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\nmodel = torch.nn.Linear(2, 3).to(device)\n"
+            "for data, target in DataLoader(ds, pin_memory=True):\n    data, target = Variable(data), Variable(target)\n"
+            "    loss = torch.nn.functional.cross_entropy(model(data), target)\n"
+            "correct = 0\nfor images, labels in DataLoader(test, pin_memory=True):\n    outputs = model(images)\n"
+            "    _, predicted = torch.max(outputs.data, 1)\n    correct += (predicted == labels).sum().item()\n",
+            "import torch\nfrom torch.autograd import Variable\nfrom torch.utils.data import DataLoader\n"
+            "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\nmodel = torch.nn.Linear(2, 3).to(device)\n"
+            "for data, target in DataLoader(ds, pin_memory=True):\n    data, target = data.to(device), target.to(device)\n"
+            "    data, target = Variable(data), Variable(target)\n"
+            "    loss = torch.nn.functional.cross_entropy(model(data), target)\n"
+            "correct = 0\nfor images, labels in DataLoader(test, pin_memory=True):\n"
+            "    images, labels = images.to(device), labels.to(device)\n    outputs = model(images)\n"
+            "    _, predicted = torch.max(outputs.data, 1)\n    correct += (predicted == labels).sum().item()\n",
+        ),
     ]
 
     def check(self, ctx: RuleContext) -> Iterator[Hit]:

@@ -42,6 +42,16 @@ class FactoryInForward(Rule):
         "        steps = torch.arange(5)\n        return x, steps.tolist()\n",
     ]
     INVALID = [
+        Invalid(  # the pre-0.4 wrapper hides nothing: Variable(t) is t
+            "import torch\nfrom torch import nn\nfrom torch.autograd import Variable\nclass RNN(nn.Module):\n"
+            "    def __init__(self):\n        super().__init__()\n        self.rnn = nn.GRU(4, 8)\n"
+            "    def forward(self, x):\n        h0 = Variable(torch.zeros(1, x.size(1), 8))\n"
+            "        return self.rnn(x, h0)[0]\n",
+            "import torch\nfrom torch import nn\nfrom torch.autograd import Variable\nclass RNN(nn.Module):\n"
+            "    def __init__(self):\n        super().__init__()\n        self.rnn = nn.GRU(4, 8)\n"
+            "    def forward(self, x):\n        h0 = Variable(torch.zeros(1, x.size(1), 8, device=x.device))\n"
+            "        return self.rnn(x, h0)[0]\n",
+        ),
         Invalid(
             "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
             "def length_mask(lengths):\n    return torch.arange(int(lengths.max()))[None, :] < lengths[:, None]\n"

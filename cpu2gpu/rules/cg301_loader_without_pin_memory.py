@@ -29,6 +29,7 @@ class LoaderWithoutPinMemory(Rule):
     """
 
     code = "CG301"
+    only_for_cpu_scripts_unless_selected = True
     name = "loader-without-pin-memory"
     message = "DataLoader batches go to the GPU: build it with `pin_memory=torch.cuda.is_available()`"
     VALID = [

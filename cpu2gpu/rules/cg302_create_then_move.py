@@ -27,6 +27,7 @@ class CreateThenMove(Rule):
     """
 
     code = "CG302"
+    only_for_cpu_scripts_unless_selected = True
     name = "create-then-move"
     message = "`{code}` is made on the CPU and then copied; pass `device=` to the factory"
     VALID = [

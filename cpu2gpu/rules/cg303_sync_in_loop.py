@@ -37,6 +37,7 @@ class SyncInLoop(Rule):
     """
 
     code = "CG303"
+    only_for_cpu_scripts_unless_selected = True
     name = "sync-in-loop"
     message = "`{code}` waits for the GPU on every step"
     fix_safety = None
