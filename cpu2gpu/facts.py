@@ -121,6 +121,12 @@ class Value:
     device_attr: Optional[str] = None  # CLASS: self.<name> holds the device
     origin_file: Optional[str] = None  # CLASS of another project file / LOADER given by one: that file, for messages
     dict_batch: bool = False
+    # MODULE: where it was built (ids of the enclosing statements), the statement of that block that
+    # holds its last add_module / attribute change, and whether a change happened in another block.
+    cpu_literal: bool = False  # DEVICE: `device = torch.device("cpu")`, which the migration makes the GPU
+    built_path: Optional[tuple] = None
+    last_change_stmt: Optional[cst.CSTNode] = None
+    changed_elsewhere: bool = False
     alternatives: list = field(default_factory=list)  # MODULE: the models other branches bind to the same name  # BATCH: indexed by keys (batch["input"]): every value is moved
 
     @property
@@ -181,6 +187,9 @@ class Facts:
     param_loaders: list = field(default_factory=list)  # (function, position or keyword, stand-in loader): given by other files
     outgoing_calls: list = field(default_factory=list)  # (qualified name, CallShape): calls into other project files
     places_on_device: bool = False  # some .to(device) / .cuda() / device= that can be the GPU
+    # `device = torch.device("cpu")` / `device = "cpu"`: (name, the literal expression, its scope)
+    cpu_device_literals: list = field(default_factory=list)
+    device_name_bindings: dict = field(default_factory=dict)  # device variable name -> times bound
 
     @property
     def device_aware(self) -> bool:

@@ -19,6 +19,9 @@ FACTORIES = frozenset(
 CONVERSIONS = frozenset({"torch.from_numpy", "torch.frombuffer", "torch.Tensor", "torch.FloatTensor",
                          "torch.LongTensor", "torch.IntTensor", "torch.DoubleTensor", "torch.BoolTensor"})
 
+# Factories with an overload that takes tensors and no ``device=`` (the result is where they are).
+TENSOR_ARGUMENT_FACTORIES = frozenset({"torch.normal", "torch.complex", "torch.polar"})
+
 # ``*_like`` factories inherit the device of their first argument.
 LIKE_FACTORIES = frozenset(
     "torch." + name
@@ -38,6 +41,9 @@ TENSOR_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "data", "grad", "real", "im
 MODULE_SELF_METHODS = frozenset(
     "train eval float half double bfloat16 requires_grad_ share_memory zero_grad apply".split()
 )
+
+# Methods that add layers to a built container (nn.Sequential(), nn.ModuleList(), nn.ModuleDict()).
+MODULE_STRUCTURE_METHODS = frozenset("add_module register_module append extend insert update".split())
 
 # Methods that place a value: handled as moves.
 MOVE_METHODS = frozenset({"to", "cuda", "cpu"})

@@ -58,6 +58,7 @@ class Analyzer(StatementWalker, ExpressionEvaluator, TorchCalls, ModuleClasses, 
         self.walking_deferred = False  # in a function no code of the file calls
         self.current_loop: Optional[cst.For] = None
         self._params_seen: list[Value] = []
+        self.stmt_path: list[cst.CSTNode] = []  # the statements being walked, outermost first
 
     def run(self) -> Facts:
         for stmt in self.facts.module.body:
@@ -116,6 +117,8 @@ class Analyzer(StatementWalker, ExpressionEvaluator, TorchCalls, ModuleClasses, 
                     if not any(facts.place(v) is Place.DEVICE for v in use.values):
                         continue
                     pulled = use.values
+                elif use.kind == "train-tensors":
+                    pulled = use.values  # the leaves an optimizer trains: the script's model
                 elif use.kind == "index":
                     if not any(facts.place(v) is Place.DEVICE for v in use.values[1:]):
                         continue

@@ -33,6 +33,8 @@ class ExpressionEvaluator:
 
     def new(self, kind: Kind, node: cst.CSTNode, scope: Optional[Scope] = None, **fields) -> Value:
         value = Value(kind, node, time=self.time, scope=scope, **fields)
+        if kind is Kind.MODULE:
+            value.built_path = tuple(id(s) for s in self.stmt_path)
         if id(node) in self.pinned:
             value.explicit = Place.CPU  # `# noqa`: it stays where the script puts it
         if value.is_root:
@@ -209,6 +211,12 @@ class ExpressionEvaluator:
 
     def device_arg_place(self, node: cst.BaseExpression, scope: Scope) -> tuple[Optional[Place], Optional[Value]]:
         """Where ``.to(node)`` or ``device=node`` puts a value: (place, value it follows)."""
+        place, follows = self.device_arg_reading(node, scope)
+        if place is Place.DEVICE or follows is not None and follows.kind is Kind.DEVICE and not follows.cpu_literal:
+            self.facts.places_on_device = True  # the script places values on the GPU itself
+        return place, follows
+
+    def device_arg_reading(self, node: cst.BaseExpression, scope: Scope) -> tuple[Optional[Place], Optional[Value]]:
         text = _string_value(node)
         if text is not None:
             return _device_string_place(text), None
@@ -219,6 +227,8 @@ class ExpressionEvaluator:
             return Place.DEVICE, None
         value = self.expr(node, scope)
         if value is not None and value.kind is Kind.DEVICE:
+            if value.cpu_literal:
+                return None, value  # device = torch.device("cpu"), which the migration makes the GPU
             if value.explicit is not None:
                 return value.explicit, None
             return None, value

@@ -24,6 +24,7 @@ from .core import (
     _leaves_block,
     _mentions_guard,
     _role,
+    _string_value,
     _target_names,
     _tensors_of,
 )
@@ -47,6 +48,13 @@ class StatementWalker:
         return node.body
 
     def statement(self, stmt: cst.CSTNode, scope: Scope) -> None:
+        self.stmt_path.append(stmt)
+        try:
+            self.statement_at(stmt, scope)
+        finally:
+            self.stmt_path.pop()
+
+    def statement_at(self, stmt: cst.CSTNode, scope: Scope) -> None:
         self.current_scope = scope
         kind = type(stmt)
         if kind is cst.SimpleStatementLine:
@@ -451,6 +459,8 @@ class StatementWalker:
                     if value.is_root and value.fix_node is None and value.node is value_node:
                         value.fix_node = value_node
                 return
+            if base is not None and base.kind is Kind.MODULE and value is not None and value.kind is Kind.MODULE:
+                self.note_structure_change(base)  # model.fc = nn.Linear(...) on an nn.Sequential()
             key = dotted(target)
             if key is None:
                 return
@@ -464,6 +474,14 @@ class StatementWalker:
         else:
             self.expr(target, scope)
             return
+        if value is not None and value.kind is Kind.DEVICE:
+            self.facts.device_name_bindings[key] = self.facts.device_name_bindings.get(key, 0) + 1
+            if isinstance(target, cst.Name) and "device" in key.lower() and "cpu" not in key.lower() \
+                    and value.explicit is Place.CPU and value_node is not None \
+                    and _is_cpu_device_literal(value_node) and scope.device_binding() is None:
+                # device = torch.device("cpu"): the script's one device, made the GPU by the migration (CG205)
+                self.facts.cpu_device_literals.append((key, value_node, scope))
+                value = Value(Kind.DEVICE, value.node, explicit=Place.DEVICE, time=value.time, cpu_literal=True)
         scope.names[key] = value
         if value is None:
             return
@@ -481,3 +499,24 @@ class StatementWalker:
             if key not in scope.device_names:
                 scope.device_names.append(key)
                 scope.device_bindings[key] = (self.time, self.top_stmt if scope is self.global_scope else stmt)
+
+    def note_structure_change(self, module: Value) -> None:
+        """``model.add_module(...)`` / ``model.fc = layer`` after ``model = nn.Sequential()``: the move
+        goes after the last change, in the block where the model is built (else none can be placed)."""
+        if module.built_path is None:
+            return
+        depth = len(module.built_path)
+        path = self.stmt_path
+        if len(path) >= depth and tuple(id(s) for s in path[:depth - 1]) == module.built_path[:-1]:
+            module.last_change_stmt = path[depth - 1]
+        else:
+            module.changed_elsewhere = True
+
+
+def _is_cpu_device_literal(node: cst.CSTNode) -> bool:
+    """``"cpu"`` or ``torch.device("cpu")``."""
+    if type(node) is cst.Call and len(node.args) == 1 and node.args[0].keyword is None \
+            and (dotted(node.func) or "").endswith("device"):
+        node = node.args[0].value
+    text = _string_value(node)
+    return text is not None and text.strip().lower() == "cpu"

@@ -82,12 +82,16 @@ class TorchCalls:
             self.facts.unguarded_cuda_calls.append((node, self.current_stmt))
         if api.is_optimizer(qual):
             self._params_seen = []
-            self.args(node, scope)
+            values = self.args(node, scope)
             trained = [p.module_of for p in self._params_seen if p.module_of is not None]
             for module in trained:
                 module.used = True
                 self.facts.uses.append(Use("train", node, self.time, module=module))
             self._params_seen = []
+            leaves = self.trained_leaves(values[0] if values else None)
+            if leaves:
+                # SGD([w, b]): tensors trained without a module are the model; they go to the device.
+                self.facts.uses.append(Use("train-tensors", node, self.time, tuple(leaves)))
             return Value(Kind.OPTIMIZER, node, time=self.time, module_of=trained[0] if trained else None)
         if qual in api.PARAMETER_CLASSES:
             values = self.args(node, scope)
@@ -115,6 +119,15 @@ class TorchCalls:
             return self.derived(node, [v for v in values if _is_tensorish(v)])
         self.args(node, scope)
         return None
+
+    def trained_leaves(self, params: Optional[Value]) -> list[Value]:
+        """The tensors an optimizer is given directly, when each is made by a factory whose
+        ``device=`` keeps it a leaf (a ``.to(device)`` after ``requires_grad`` would not)."""
+        if params is None or params.kind not in _TENSORISH:
+            return []
+        given = params.sources if not params.is_root else (params,)
+        leaves = [v for v in given if v.is_root and v.origin is Origin.FACTORY and v.explicit is None]
+        return leaves if len(leaves) == len(given) else []
 
     def note_constructor_args(self, node: cst.Call, cls: Value, values: list[Optional[Value]]) -> None:
         """The tensors a module class of the file is built with, by ``__init__`` parameter: its
@@ -164,13 +177,15 @@ class TorchCalls:
             if _is_cuda_literal(device_arg.value) and not self.guard_depth:
                 self.note_hardcoded(Hardcoded(device_arg, "device-kwarg"))
             place, follows = self.device_arg_place(device_arg.value, scope)
-            if place is Place.DEVICE or follows is not None and follows.kind is Kind.DEVICE:
-                self.facts.places_on_device = True
             if follows is not None:
                 return Value(Kind.TENSOR, node, sources=(follows,), time=self.time)
             return Value(Kind.TENSOR, node, explicit=place or Place.UNKNOWN, time=self.time)
         if qual in api.LIKE_FACTORIES:
             return self.derived(node, values[:1])
+        if qual in api.TENSOR_ARGUMENT_FACTORIES and (_tensor_overload(node) or any(_is_tensorish(v) for v in values)):
+            # torch.normal(mean, std) of tensors: made where they are, and it takes no device=
+            self.op(node, values, _plain_args(node), scope)
+            return self.derived(node, [v for v in values if _is_tensorish(v)])
         return self.new(Kind.TENSOR, node, scope, origin=Origin.FACTORY)
 
     def method_call(self, node: cst.Call, func: cst.Attribute, scope: Scope) -> Optional[Value]:
@@ -200,6 +215,8 @@ class TorchCalls:
         if receiver.kind is Kind.GENERATOR:
             return receiver if method == "manual_seed" else None  # torch.Generator().manual_seed(0)
         if receiver.kind is Kind.MODULE:
+            if method in api.MODULE_STRUCTURE_METHODS and receiver.class_value is None:
+                self.note_structure_change(receiver)
             if method in ("numpy", "tolist", "item") and receiver.loaded_without_map_location:
                 self.facts.host_loads.add(id(receiver.node))  # torch.load(f).numpy(): read on the host
                 return None
@@ -302,7 +319,7 @@ class TorchCalls:
             for arg in node.args:
                 if arg is not candidate:
                     self.expr(arg.value, scope)
-        if place is Place.DEVICE or follows is not None and follows.kind is Kind.DEVICE:
+        if method == "cuda":
             self.facts.places_on_device = True
         if receiver is None:
             return None
@@ -337,3 +354,9 @@ class TorchCalls:
                 result.chain_root = receiver if receiver.is_root else receiver.chain_root
             return result
         return None
+
+
+def _tensor_overload(node: cst.Call) -> bool:
+    """``torch.normal(mean, std)`` without a size: the overload of tensors (the one of floats needs a size)."""
+    positional = [a for a in node.args if a.keyword is None]
+    return len(positional) < 3 and _call_kwarg(node, "size") is None

@@ -21,6 +21,7 @@ from .cg201_hardcoded_cuda import HardcodedCuda
 from .cg202_load_without_map_location import LoadWithoutMapLocation
 from .cg203_optimizer_before_move import OptimizerBeforeMove
 from .cg204_unguarded_cuda_call import UnguardedCudaCall
+from .cg205_hardcoded_cpu_device import HardcodedCpuDevice
 from .cg301_loader_without_pin_memory import LoaderWithoutPinMemory
 from .cg302_create_then_move import CreateThenMove
 from .cg303_sync_in_loop import SyncInLoop
@@ -44,6 +45,7 @@ ALL_RULES: list[type[Rule]] = [
     LoadWithoutMapLocation,
     OptimizerBeforeMove,
     UnguardedCudaCall,
+    HardcodedCpuDevice,
     LoaderWithoutPinMemory,
     CreateThenMove,
     SyncInLoop,

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterator, Optional
 
 import libcst as cst
 
 from ..facts import Kind, Place
-from ..fixes import Fix, InsertAfter, Replace, chain_to
+from ..fixes import Edit, Fix, InsertAfter, Replace, chain_to
 from .base import Hit, Invalid, Rule, RuleContext
 
 
@@ -48,6 +48,13 @@ class ModelNotMoved(Rule):
         "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n    return model, optimizer\n",
     ]
     INVALID = [
+        Invalid(  # a container filled after it is built: moved after its last layer
+            "import torch\nfrom torch import nn\nmodel = nn.Sequential()\nmodel.add_module('fc', nn.Linear(3, 8))\n"
+            "for i in range(2):\n    model.add_module(f'act{i}', nn.ReLU())\nout = model(x)\n",
+            "import torch\nfrom torch import nn\n\ndevice = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n"
+            "model = nn.Sequential()\nmodel.add_module('fc', nn.Linear(3, 8))\n"
+            "for i in range(2):\n    model.add_module(f'act{i}', nn.ReLU())\nmodel.to(device)\nout = model(x)\n",
+        ),
         Invalid(
             "import torch\nimport torch.nn as nn\n\nmodel = nn.Linear(1, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n",
             "import torch\nimport torch.nn as nn\n\n"
@@ -82,11 +89,16 @@ class ModelNotMoved(Rule):
             yield self.hit(value.node, move_module(ctx, value), message)
 
 
-def move_module(ctx: RuleContext, value) -> Fix:
-    """Move a module where it is built: chained on ``name = Net()``, else on the next line."""
+def move_module(ctx: RuleContext, value) -> Optional[Fix]:
+    """Move a module where it is built: chained on ``name = Net()``, else on the next line; a
+    container filled after it is built (``add_module``), after the last layer is added."""
     device, needs_setup = ctx.device_for(value.scope, value.time)
     stmt = value.binding_stmt
-    if value.fix_node is not None:
+    if value.changed_elsewhere:
+        return None  # layers added in another block: no one place moves them all
+    if value.last_change_stmt is not None and value.name is not None:
+        edit: Edit = InsertAfter(value.last_change_stmt, f"{value.name}.to({device})")
+    elif value.fix_node is not None:
         edit = Replace(value.fix_node, lambda node, d=device: chain_to(node, d))
     elif stmt is not None and value.name is not None:
         edit = InsertAfter(stmt, f"{value.name}.to({device})")

@@ -35,6 +35,9 @@ class TensorNotMoved(Rule):
     name = "tensor-not-moved"
     message = "tensor `{name}` stays on the CPU but meets {what} on the device"
     VALID = [
+        # torch.normal(mean, std) of a tensor is made where the mean is, and takes no device=
+        "import torch\nmean = torch.zeros(3, device=device)\nmodel = torch.nn.Linear(3, 1).to(device)\n"
+        "model(torch.normal(mean, 1))\n",
         "import torch\nx = torch.zeros(3, device=device)\nmodel = torch.nn.Linear(3, 1).to(device)\nmodel(x)\n",
         "import torch\nx = torch.zeros(3)\nprint(x.sum())\n",
         "import torch\nmodel = torch.nn.Linear(3, 1).to(device)\nx = torch.zeros(3).to(device)\nmodel(x)\n",
@@ -59,6 +62,13 @@ class TensorNotMoved(Rule):
             "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
             "a = torch.ones(2, device=device)\nb = torch.ones(2, device=device)\nc = a + b * 2\n",
         ),
+        Invalid(  # no module: the tensors an optimizer trains are the model
+            "import torch\nx = torch.randn(8, 3)\nw = torch.randn(3, requires_grad=True)\n"
+            "opt = torch.optim.SGD([w], lr=0.1)\nloss = (x @ w).pow(2).mean()\n",
+            "import torch\n\ndevice = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n"
+            "x = torch.randn(8, 3, device=device)\nw = torch.randn(3, requires_grad=True, device=device)\n"
+            "opt = torch.optim.SGD([w], lr=0.1)\nloss = (x @ w).pow(2).mean()\n",
+        ),
     ]
 
     def check(self, ctx: RuleContext) -> Iterator[Hit]:
@@ -76,7 +86,12 @@ class TensorNotMoved(Rule):
                 edit = Replace(anchor, lambda node, d=device: chain_to(node, d))
             fix = Fix([edit], needs_device_setup=needs_setup)
             name = value.name or cst.Module([]).code_for_node(value.node)
-            yield self.hit(value.node, fix, self.message.format(name=name, what=self._what(ctx, value)))
+            if any(use.kind == "train-tensors" and value in use.values for use in facts.uses):
+                message = f"tensor `{name}` is trained by an optimizer (the script's model, with no module) " \
+                          "but stays on the CPU"
+            else:
+                message = self.message.format(name=name, what=self._what(ctx, value))
+            yield self.hit(value.node, fix, message)
 
     @staticmethod
     def _what(ctx: RuleContext, value) -> str:
