@@ -27,6 +27,8 @@ def parse(argv):
     p.add_argument("--workdir", required=True, help="the temporary copy the script runs in")
     p.add_argument("--orig-root", required=True, help="the folder that was copied")
     p.add_argument("--display-base", default=None, help="report paths relative to this folder")
+    p.add_argument("--synthetic-data", action="store_true",
+                   help="replace known data sets by small deterministic stand-ins; report missing data")
     p.add_argument("script")
     p.add_argument("args", nargs=argparse.REMAINDER)
     return p.parse_args(argv)
@@ -137,6 +139,11 @@ def main(argv=None) -> int:
     rec = harness.Recorder(opts.workdir, opts.max_steps)
     harness.install(rec)
     sandbox.install(opts.workdir, opts.orig_root)
+    synthetic_setup = None
+    if opts.synthetic_data:
+        from . import synthetic
+
+        synthetic_setup = synthetic.install()
     harness.stop_on_sigterm()
     _seed(opts.seed)
     cuda_drew = harness.track_cuda_rng() if opts.mode == "cuda" else None
@@ -146,6 +153,7 @@ def main(argv=None) -> int:
     sys.path[0] = os.path.dirname(script)
 
     status, exit_code, exception, diagnosis, namespace = "ok", 0, None, None, None
+    needs_data = None
     t_script = time.perf_counter()
     try:
         namespace = runpy.run_path(script, run_name="__main__")
@@ -157,10 +165,17 @@ def main(argv=None) -> int:
         exit_code = code if isinstance(code, int) else (0 if code is None else 1)
         status = "ok" if exit_code == 0 else "exit"
         namespace = _script_globals(e.__traceback__, script)
+        if status == "exit" and synthetic_setup:  # sys.exit in an `except FileNotFoundError` block
+            needs_data = _needs_data(e, synthetic_setup, opts, display, None)
+            if needs_data:
+                status = "needs_data"
     except BaseException as e:  # the script's failure is the finding, not ours
         status = "error"
         tb = e.__traceback__
         exception = _exception_record(e, tb, rec, display)
+        needs_data = _needs_data(e, synthetic_setup, opts, display, exception) if synthetic_setup else None
+        if needs_data:
+            status = "needs_data"
         try:
             from .diagnose import explain
 
@@ -204,11 +219,33 @@ def main(argv=None) -> int:
         "torch": torch.__version__,
         "device_name": _device_label(opts.mode, torch),
     }
+    if synthetic_setup:
+        from . import synthetic
+
+        result["needs_data"] = needs_data
+        result["synthetic"] = {"torchvision": synthetic_setup["torchvision"], "reason": synthetic_setup["reason"],
+                               "made": synthetic.made()}
     tmp = opts.result + ".tmp"
     with open(tmp, "w") as f:
         json.dump(result, f)
     os.replace(tmp, opts.result)
     return 0 if status in ("ok", "max_steps") else 1
+
+
+def _needs_data(exc, setup, opts, display, exception):
+    """What the run was missing, as the user sees it, or None when it failed for another reason."""
+    from . import needsdata
+
+    found = needsdata.find(exc, setup["tracker"])
+    if found is None:
+        return None
+    out = {"path": found["path"], "what": found["what"], "exists": False, "where": None, "source": None}
+    if found["is_path"]:
+        original, exists = needsdata.locate(found["path"], opts.workdir, opts.orig_root)
+        out.update(path=display(original), exists=exists)
+    if exception and exception.get("file"):
+        out.update(where={"file": exception["file"], "line": exception["line"]}, source=exception.get("source"))
+    return out
 
 
 def _device_label(mode, torch):

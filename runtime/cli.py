@@ -5,6 +5,9 @@ from __future__ import annotations
 import click
 
 INSTALL_HINT = "cpu2gpu verify needs PyTorch: pip install 'cpu2gpu[runtime]'"
+# The verdict's exit code. "needs-data": a run stopped on data that is not here
+# (--synthetic-data), so the migration could not be judged: neither pass nor fail.
+EXIT_CODES = {"pass": 0, "fail": 1, "error": 2, "needs-data": 3}
 
 
 @click.command(
@@ -34,14 +37,18 @@ INSTALL_HINT = "cpu2gpu verify needs PyTorch: pip install 'cpu2gpu[runtime]'"
 @click.option("--output-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--show-output", is_flag=True, help="Print each run's own output (stdout, stderr).")
 @click.option("--keep-workdirs", is_flag=True, help="Keep each run's temporary copy of the script's folder.")
+@click.option("--synthetic-data", is_flag=True,
+              help="Replace the data sets verify knows (torchvision, Hugging Face, torchaudio, sklearn fetch_*) "
+                   "by small deterministic stand-ins, the same in every run; a file the script reads that is "
+                   "not here gives the verdict needs-data (exit 3).")
 def verify(script, script_args, against, device, max_steps, timeout, seed, rtol, jobs, output_format,
-           show_output, keep_workdirs):
+           show_output, keep_workdirs, synthetic_data):
     """Run SCRIPT under instrumentation and show that it trains on the device,
     falls back to the CPU, and (with --against) learns the same as the original.
 
     Arguments after SCRIPT that are not verify's own options are passed to it
     (and to the original); put them after "--" when their names clash.
-    Exit codes: 0 pass, 1 fail, 2 error.
+    Exit codes: 0 pass, 1 fail, 2 error, 3 needs data (--synthetic-data).
     """
     try:
         import torch  # noqa: F401
@@ -55,9 +62,9 @@ def verify(script, script_args, against, device, max_steps, timeout, seed, rtol,
     try:
         report = run_verify(script, script_args, against=against, device=device, max_steps=max_steps,
                             seed=seed, timeout=timeout, jobs=jobs, rtol=rtol, keep=keep_workdirs,
-                            show_output=show_output)
+                            show_output=show_output, synthetic_data=synthetic_data)
     except VerifyError as e:
         click.echo(f"cpu2gpu verify: {e}", err=True)
         raise SystemExit(2)
     click.echo(to_json(report) if output_format == "json" else to_text(report))
-    raise SystemExit({"pass": 0, "fail": 1}.get(report["verdict"], 2))
+    raise SystemExit(EXIT_CODES.get(report["verdict"], 2))

@@ -36,11 +36,13 @@ def to_json(report: dict) -> str:
         "comparisons": report["comparisons"],
         "runs": [],
     }
+    if report["settings"].get("synthetic_data"):
+        out["needs_data"] = report.get("needs_data", [])
     for run in report["runs"]:
         entry = summary(run, comps.get(run["label"]))
         for key in ("losses", "step_times", "backward_calls", "device_forward_calls", "cpu_forward_calls",
                     "modules", "events", "exception", "diagnosis", "device_rng", "exit_code",
-                    "wall_seconds", "stdout_tail", "stderr_tail", "workdir"):
+                    "wall_seconds", "stdout_tail", "stderr_tail", "workdir", "needs_data", "synthetic"):
             if key in run:
                 entry[key] = run[key]
         out["runs"].append(entry)
@@ -74,7 +76,7 @@ _EVENTS = {
     "mixed-inputs": "CPU and device tensors together reached",
     "non-leaf-parameter": "a parameter moved at creation (a non-leaf tensor, never trained) in",
 }
-_STATUS = {"max_steps": "max-steps"}
+_STATUS = {"max_steps": "max-steps", "needs_data": "needs-data"}
 
 
 def _pass_lines(report: dict) -> list:
@@ -92,6 +94,40 @@ def _pass_lines(report: dict) -> list:
         how = (f"the same losses over {c['compared']} steps (max rel diff {c['max_rel_diff']:.2g})"
                if c["method"] == "step" else f"the same loss trend over {c['compared']} steps")
         lines.append(f"  learns the same: {c['run']} has {how} as {c['reference']}")
+    return lines
+
+
+def _synthetic_lines(report: dict) -> list:
+    """What the stand-ins made, once, and a warning if two runs did not see the same data."""
+    if not report["settings"].get("synthetic_data"):
+        return []
+    runs = [r for r in report["runs"] if r.get("synthetic")]
+    if not runs:
+        return []
+    first = runs[0]["synthetic"]
+    if not any(r["synthetic"]["made"] for r in runs):
+        return []
+    lines = ["", f"  synthetic data (torchvision: {first['torchvision']}, {first['reason']}):"]
+    for m in first["made"]:
+        lines.append(f"    {m['source']}.{m['dataset']} {m['split']}: {m['samples']} samples")
+    seen = {r["label"]: [m["digest"] for m in r["synthetic"]["made"]] for r in runs}
+    if len({tuple(d) for d in seen.values()}) > 1:
+        lines.append("    ! the runs did not make the same data: " + ", ".join(seen))
+    return lines
+
+
+def _needs_data_lines(report: dict) -> list:
+    lines = ["verdict: NEEDS DATA — the script reads data that is not here and has no synthetic stand-in;",
+             "  the migration was not judged (exit code 3)"]
+    for n in report.get("needs_data", []):
+        what = f" ({n['what']})" if n.get("what") else ""
+        where = n.get("where") or {}
+        at = f" at {where['file']}:{where['line']}" if where.get("file") else ""
+        src = f": {n['source']}" if n.get("source") else ""
+        lines.append(f"  needs data: {n['path']}{what}{at}{src}")
+        if n.get("exists"):
+            lines.append("    it exists, outside the folder each run copies: run verify from a folder that holds it")
+        lines.append(f"    in: {', '.join(n['runs'])}")
     return lines
 
 
@@ -126,10 +162,13 @@ def to_text(report: dict) -> str:
         if c.get("note"):
             out += ["", f"  note ({c['run']}): {c['note']}"]
 
+    out += _synthetic_lines(report)
     out.append("")
     v = report["verdict"]
     if v == "pass":
         out += _pass_lines(report)
+    elif v == "needs-data":
+        out += _needs_data_lines(report)
     else:
         out.append("verdict: FAIL" if v == "fail" else
                    "verdict: ERROR — the original failed on the CPU, so there is nothing to compare with")

@@ -152,7 +152,7 @@ def _failed_result(spec: RunSpec, status: str, message: str) -> dict:
 
 
 def run(spec: RunSpec, *, max_steps=None, seed=0, timeout=600.0, cwd=None, keep=False,
-        show_output=False, threads=None) -> dict:
+        show_output=False, threads=None, synthetic_data=False) -> dict:
     """Run one script in a fresh child process; return its result dict."""
     cwd = os.path.abspath(cwd or os.getcwd())
     script = os.path.abspath(spec.script)
@@ -170,6 +170,8 @@ def run(spec: RunSpec, *, max_steps=None, seed=0, timeout=600.0, cwd=None, keep=
            "--seed", str(seed), "--workdir", work, "--orig-root", root, "--display-base", cwd]
     if max_steps is not None:
         cmd += ["--max-steps", str(max_steps)]
+    if synthetic_data:
+        cmd.append("--synthetic-data")
     cmd += ["--", run_script, *spec.args]
     env = dict(os.environ)
     env.setdefault("PYTHONHASHSEED", "0")  # same set/dict orders in every run

@@ -10,6 +10,7 @@ from .runner import RunSpec, run
 
 DEVICES = ("auto", "cuda", "cpu", "sim")
 OK = ("ok", "max_steps")
+NEEDS_DATA = "needs_data"  # a run's status: it stopped on data that is not here (--synthetic-data)
 
 
 class VerifyError(Exception):
@@ -58,6 +59,8 @@ def judge(specs: list, results: list, rtol=None) -> dict:
     by_label = dict(zip((s.label for s in specs), results))
 
     for spec, res in zip(specs, results):
+        if res["status"] == NEEDS_DATA:
+            continue  # not a finding about the migration: reported below, as its own verdict
         if res["status"] not in OK:
             failure = _run_failure(spec, res)
             (errors if spec.role == "original" else reasons).append(failure)
@@ -105,12 +108,32 @@ def judge(specs: list, results: list, rtol=None) -> dict:
                              f"against {d['reference']:.6g}")
                 reasons.append(_reason(spec, cause))
 
-    verdict = "error" if errors else ("fail" if reasons else "pass")
-    return {"verdict": verdict, "reasons": errors + reasons, "comparisons": comparisons}
+    needs = needed_data(specs, results)
+    data_reasons = [_reason(spec_of(specs, n["runs"][0]), f"needs data: {n['path']}", where=n.get("where"))
+                    for n in needs]
+    verdict = "error" if errors else ("fail" if reasons else ("needs-data" if needs else "pass"))
+    return {"verdict": verdict, "reasons": errors + reasons + data_reasons, "comparisons": comparisons,
+            "needs_data": needs}
+
+
+def spec_of(specs: list, label: str) -> RunSpec:
+    return next(s for s in specs if s.label == label)
+
+
+def needed_data(specs: list, results: list) -> list:
+    """The data the runs stopped on, one entry per path, with the runs that needed it."""
+    by_path: dict = {}
+    for spec, res in zip(specs, results):
+        nd = res.get("needs_data")
+        if res["status"] != NEEDS_DATA or not nd:
+            continue
+        entry = by_path.setdefault(nd["path"], dict(nd, runs=[]))
+        entry["runs"].append(spec.label)
+    return list(by_path.values())
 
 
 def verify(script: str, args=(), *, against=None, device="auto", max_steps=None, seed=0, timeout=600.0,
-           jobs=None, rtol=None, cwd=None, keep=False, show_output=False) -> dict:
+           jobs=None, rtol=None, cwd=None, keep=False, show_output=False, synthetic_data=False) -> dict:
     """Run `script` (and `against`) as planned; return the whole report as data."""
     for path in filter(None, (script, against)):
         if not os.path.isfile(path):
@@ -126,12 +149,13 @@ def verify(script: str, args=(), *, against=None, device="auto", max_steps=None,
 
     def one(spec):
         return run(spec, max_steps=max_steps, seed=seed, timeout=timeout, cwd=cwd, keep=keep,
-                   show_output=show_output, threads=threads)
+                   show_output=show_output, threads=threads, synthetic_data=synthetic_data)
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         results = list(pool.map(one, specs))
     out = judge(specs, results, rtol)
     out["runs"] = [dict(r, label=s.label, role=s.role, script=s.script) for s, r in zip(specs, results)]
     out["settings"] = {"script": script, "against": against, "args": list(args), "device": device,
-                       "max_steps": max_steps, "seed": seed, "timeout": timeout, "jobs": jobs}
+                       "max_steps": max_steps, "seed": seed, "timeout": timeout, "jobs": jobs,
+                       "synthetic_data": synthetic_data}
     return out

@@ -1,0 +1,45 @@
+"""``verify --synthetic-data``, child side: set up the stand-in data sources before the script runs.
+
+- torchvision: the real data sets replaced, or a stand-in package when torchvision
+  does not import (``standin_torchvision``);
+- Hugging Face ``datasets.load_dataset``, ``torchaudio.datasets`` and
+  ``sklearn.datasets.fetch_*``: patched when the script imports them
+  (``standin_hf``, ``standin_audio``, ``standin_sklearn``);
+- every file the script reads stays what it is: a missing one is reported as
+  "needs data: PATH" (``needsdata``).
+
+Nothing here draws from the global random generators: the stand-ins seed
+their own from the data set's name and split.
+"""
+
+from __future__ import annotations
+
+from . import afterimport, needsdata, synthdata
+
+
+def _patch(module_name: str, attribute: str):
+    def patch(module):
+        import importlib
+
+        getattr(importlib.import_module(f"{__package__}.{module_name}"), attribute)(module)
+
+    return patch
+
+
+def install() -> dict:
+    """Returns the setup (for the report) and the tracker of the script's own files."""
+    from . import standin_torchvision
+
+    setup = standin_torchvision.install()
+    afterimport.install({
+        "datasets": _patch("standin_hf", "patch"),
+        "torchaudio.datasets": _patch("standin_audio", "patch"),
+        "sklearn.datasets": _patch("standin_sklearn", "patch"),
+    })
+    setup["tracker"] = needsdata.install()
+    return setup
+
+
+def made() -> list:
+    """What the stand-ins made in this run: source, data set, split, samples, digest."""
+    return list(synthdata.MADE)
