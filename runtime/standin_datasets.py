@@ -52,6 +52,14 @@ class StandardTransform:
             target = self.target_transform(target)
         return input, target
 
+    def __repr__(self):
+        body = [type(self).__name__]
+        if self.transform is not None:
+            body.append(f"Transform: {self.transform!r}")
+        if self.target_transform is not None:
+            body.append(f"Target transform: {self.target_transform!r}")
+        return "\n".join(body)
+
 
 class VisionDataset(Dataset):
     """The base class, for stand-ins and for the script's own subclasses alike."""

@@ -64,8 +64,6 @@ class Image:
         return tuple(self.mode)
 
     def __array__(self, dtype=None, copy=None):
-        import numpy
-
         a = self._pixels.numpy()
         a = a[:, :, 0] if self.mode == "L" else a
         return a.astype(dtype) if dtype is not None else a.copy()

@@ -74,6 +74,32 @@ def features(name: str, split: str, n: int, dims: int) -> torch.Tensor:
     return torch.randn(n, dims, generator=g, dtype=torch.float32, device="cpu")
 
 
+_SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "ta", "vo", "si", "pe", "du", "ga", "hi", "zo", "be", "fu", "ya")
+
+
+def _word(i: int) -> str:
+    return _SYLLABLES[i % 16] + _SYLLABLES[(i // 16) % 16] + ("" if i < 256 else _SYLLABLES[(i // 256) % 16])
+
+
+def sentences(name: str, split: str, targets: torch.Tensor, num_classes: int, min_words: int = 8,
+              max_words: int = 24) -> list:
+    """One text per target, drawn from a small made-up vocabulary; each class prefers words of its
+    own, so a text classifier can learn. Texts are plain lowercase words with a final period."""
+    g = generator(name, split, "text")
+    n = int(targets.numel())
+    lengths = torch.randint(min_words, max_words + 1, (n,), generator=g, device="cpu").tolist()
+    common = torch.randint(0, 200, (n, max_words), generator=g, device="cpu")
+    own = torch.randint(0, 20, (n, max_words), generator=g, device="cpu")
+    pick_own = torch.rand(n, max_words, generator=g, device="cpu") < 0.4
+    out = []
+    for i, t in enumerate(targets.tolist()):
+        cls = int(t) % max(1, num_classes)
+        words = [_word(200 + cls * 20 + int(own[i, k])) if pick_own[i, k] else _word(int(common[i, k]))
+                 for k in range(lengths[i])]
+        out.append(" ".join(words) + ".")
+    return out
+
+
 def digest(*arrays) -> str:
     """A short fingerprint of what was made, so a report can show that the runs saw the same data."""
     h = hashlib.sha256()

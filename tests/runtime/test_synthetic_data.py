@@ -297,3 +297,118 @@ def test_without_the_flag_nothing_changes():
         assert all("synthetic" not in r and r["status"] == "error" for r in rep["runs"])
     assert reps["npy"]["runs"][0]["exception"]["type"] == "FileNotFoundError"
     assert reps["mnist"]["runs"][0]["exception"]["type"] == "ModuleNotFoundError"
+
+
+# --- the other libraries, on stand-ins of their own APIs (they are not installed here) ------
+
+class _FakeHF:
+    """The parts of Hugging Face ``datasets`` the stand-in uses."""
+
+    class Dataset(list):
+        @classmethod
+        def from_dict(cls, mapping, features=None, split=None):
+            ds = cls(dict(zip(mapping, row)) for row in zip(*mapping.values()))
+            ds.features, ds.split, ds.column_names = features, split, list(mapping)
+            return ds
+
+        def select(self, indices):
+            out = type(self)(self[i] for i in indices)
+            out.features, out.split, out.column_names = self.features, self.split, self.column_names
+            return out
+
+        def to_iterable_dataset(self):
+            return iter(self)
+
+    DatasetDict = IterableDatasetDict = dict
+    Features = dict
+
+    class ClassLabel:
+        def __init__(self, names):
+            self.names, self.num_classes = list(names), len(names)
+
+    Value = Image = staticmethod(lambda *args, **kwargs: ("feature", args))
+
+    @staticmethod
+    def concatenate_datasets(parts):
+        return _FakeHF.Dataset.from_dict({k: [row[k] for p in parts for row in p] for k in parts[0][0]})
+
+    @staticmethod
+    def load_dataset(path, *args, **kwargs):
+        raise ConnectionError(f"Couldn't reach '{path}' on the Hub")
+
+
+def test_hugging_face_load_dataset_of_a_known_name_is_replaced():
+    pytest.importorskip("torch")
+    from cpu2gpu.runtime import standin_hf
+
+    hf = types.ModuleType("datasets")
+    hf.__dict__.update({k: v for k, v in vars(_FakeHF).items() if not k.startswith("__")})
+    standin_hf.patch(hf)
+    imdb = hf.load_dataset("stanfordnlp/imdb")
+    assert set(imdb) == {"train", "test", "unsupervised"} and imdb["train"].column_names == ["text", "label"]
+    assert imdb["train"].features["label"].names == ["neg", "pos"] and len(imdb["test"]) == 128
+    assert {row["label"] for row in imdb["unsupervised"]} == {-1}
+    part = hf.load_dataset("imdb", split="train[:10%]")
+    assert len(part) == 26 and part[0] == imdb["train"][0]  # the same data, sliced
+    sst2 = hf.load_dataset("glue", "sst2", split="validation")
+    assert sst2.column_names == ["idx", "sentence", "label"]
+    with pytest.raises(needsdata.NeedsData) as info:
+        hf.load_dataset("someone/private-set", split="train")
+    assert needsdata.find(info.value, None)["path"] == "huggingface:someone/private-set"
+    mine = types.ModuleType("datasets")  # a script's own datasets.py is left alone
+    mine.load_dataset = _FakeHF.load_dataset
+    standin_hf.patch(mine)
+    assert mine.load_dataset is _FakeHF.load_dataset
+
+
+def test_torchaudio_speech_commands_is_replaced(tmp_path):
+    torch = pytest.importorskip("torch")
+    from cpu2gpu.runtime import standin_audio
+
+    class COMMONVOICE(torch.utils.data.Dataset):
+        def __init__(self, root, **kwargs):
+            raise FileNotFoundError(2, "No such file or directory", os.path.join(root, "train.tsv"))
+
+    module = types.ModuleType("torchaudio.datasets")
+    module.SPEECHCOMMANDS, module.COMMONVOICE = object, COMMONVOICE
+    standin_audio.patch(module)
+    train = module.SPEECHCOMMANDS(str(tmp_path), download=True, subset="training")
+    waveform, rate, label, speaker, utterance = train[0]
+    assert waveform.shape == (1, 16000) and waveform.dtype == torch.float32 and rate == 16000
+    assert label in standin_audio.SPEECH_LABELS and isinstance(speaker, str) and isinstance(utterance, int)
+    # the official tutorial reads these lists from the data folder
+    listed = (tmp_path / "SpeechCommands" / "speech_commands_v0.02" / "validation_list.txt").read_text().split()
+    assert len(listed) == len(module.SPEECHCOMMANDS(str(tmp_path), subset="validation"))
+    with pytest.raises(needsdata.NeedsData):
+        module.COMMONVOICE(str(tmp_path))
+
+
+def test_sklearn_fetchers_are_replaced(monkeypatch):
+    pytest.importorskip("torch")
+    np = pytest.importorskip("numpy")
+    from cpu2gpu.runtime import standin_sklearn
+
+    sklearn, utils = types.ModuleType("sklearn"), types.ModuleType("sklearn.utils")
+    utils.Bunch = type("Bunch", (dict,), {"__getattr__": dict.__getitem__})
+    monkeypatch.setitem(sys.modules, "sklearn", sklearn)
+    monkeypatch.setitem(sys.modules, "sklearn.utils", utils)
+    module = types.ModuleType("sklearn.datasets")
+
+    def fetch_openml(name=None, **kwargs):
+        raise OSError("<urlopen error [Errno -3] Temporary failure in name resolution>")
+
+    def fetch_kddcup99(**kwargs):
+        raise OSError("no network")
+
+    module.fetch_openml, module.fetch_kddcup99 = fetch_openml, fetch_kddcup99
+    module.fetch_california_housing = module.fetch_20newsgroups = lambda **kw: None
+    standin_sklearn.patch(module)
+    X, y = module.fetch_openml("mnist_784", version=1, return_X_y=True, as_frame=False)
+    assert X.shape == (384, 784) and X.dtype == np.float64 and sorted(set(y)) == [str(i) for i in range(10)]
+    housing = module.fetch_california_housing()
+    assert housing.data.shape == (384, 8) and housing.feature_names[0] == "MedInc"
+    news = module.fetch_20newsgroups(subset="test", categories=["sci.space", "rec.autos"])
+    assert news.target_names == ["rec.autos", "sci.space"] and len(news.data) == len(news.target) == 128
+    for call in (lambda: module.fetch_openml("titanic"), module.fetch_kddcup99):
+        with pytest.raises(needsdata.NeedsData):
+            call()
