@@ -93,6 +93,7 @@ class Value:
     attrs: dict = field(default_factory=dict)
     class_value: Optional["Value"] = None
     walked: bool = False
+    walk_params: dict = field(default_factory=dict)  # FUNCTION: parameter -> the value its walk was given
     returns: Optional["Value"] = None
     # A tensor kept on a module: the attribute name and the ``self.x = ...`` statement.
     attribute_binding: Optional[tuple] = None

@@ -117,6 +117,11 @@ class Analyzer(StatementWalker, ExpressionEvaluator, TorchCalls, ModuleClasses, 
                     if not any(facts.place(v) is Place.DEVICE for v in use.values):
                         continue
                     pulled = use.values
+                elif use.kind == "alias":
+                    # a later call's argument, where the first call's went
+                    if facts.place(use.values[0]) is not Place.DEVICE:
+                        continue
+                    pulled = use.values[1:]
                 elif use.kind == "train-tensors":
                     pulled = use.values  # the leaves an optimizer trains: the script's model
                 elif use.kind == "index":

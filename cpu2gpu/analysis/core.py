@@ -7,7 +7,7 @@ from typing import Optional, Union
 import libcst as cst
 
 from ..classdefs import walk
-from ..facts import Kind, Place, Value
+from ..facts import Kind, Origin, Place, Value
 
 _TENSORISH = (Kind.TENSOR, Kind.BATCH)
 _GUARD_WORDS = ("cuda", "gpu", "is_available", "accelerator", "device")
@@ -91,6 +91,12 @@ def _role(kind: type) -> str:
 
 def _is_tensorish(value: Optional[Value]) -> bool:
     return value is not None and value.kind in _TENSORISH
+
+
+def _is_built_module(value: Optional[Value]) -> bool:
+    """A model made here (``Net()``), which the rewrite can move where it is made."""
+    return value is not None and value.kind is Kind.MODULE and value.origin is Origin.MODULE and value.stateful \
+        and not value.weighted_loss
 
 
 def _tensors_of(value: Optional[Value]) -> list[Value]:

@@ -17,6 +17,7 @@ from .core import (
     _TENSORISH,
     _call_kwarg,
     _device_string_place,
+    _is_built_module,
     _is_tensorish,
     _mentions_guard,
     _plain_args,
@@ -123,6 +124,8 @@ class ExpressionEvaluator:
             return Value(Kind.TENSOR, node, time=self.time, is_list=True)
         if kind in (cst.Tuple, cst.List):
             values = [self.expr(e.value, scope) for e in node.elements]
+            if values and all(_is_built_module(v) for v in values) and self.method_context is None:
+                return self.module_group(node, values)  # nets = [Net(), Net()]
             return self.derived(node, [v for v in values if _is_tensorish(v)])
         if kind in (cst.ListComp, cst.GeneratorExp, cst.SetComp):
             return self.comprehension(node, scope)
@@ -158,7 +161,17 @@ class ExpressionEvaluator:
                 self.expr(condition.test, inner)
             clause = clause.inner_for_in
         value = self.expr(node.elt, inner)
+        if _is_built_module(value) and self.method_context is None:  # (in a module: its layers, see CG109)
+            return self.module_group(node, [value])  # [Net() for _ in range(k)]
         return self.derived(node, [value]) if _is_tensorish(value) else None
+
+    def module_group(self, node: cst.CSTNode, modules: list[Value]) -> Value:
+        """A Python list of models: one that is called stands for all of them, and each is moved where
+        it is built. The group itself is never moved (``explicit``): its members are."""
+        group = Value(Kind.MODULE, node, explicit=Place.DEVICE, is_list=True, alternatives=list(modules),
+                      time=self.time)
+        self.facts.values.append(group)
+        return group
 
     def attribute(self, node: cst.Attribute, scope: Scope) -> Optional[Value]:
         key = dotted(node)
@@ -202,6 +215,8 @@ class ExpressionEvaluator:
             if isinstance(index, cst.SimpleString) and base.is_root:
                 base.dict_batch = True  # batch["input"]: the whole dict is moved at once
                 return self.derived(node, [base])
+        if base is not None and base.kind is Kind.MODULE and base.is_list:
+            return base  # nets[i]: one of the group
         if base is None or base.kind is not Kind.TENSOR:
             return None
         tensor_indices = [i for i in indices if _is_tensorish(i)]
@@ -320,6 +335,7 @@ class ExpressionEvaluator:
                     self.facts.uses.append(Use("call", node, self.time, tuple(v for v, _ in pairs),
                                                tuple(n for _, n in pairs), module=owner))
             if callee.walked:
+                self.link_to_first_call(node, callee, positional, keywords, owner)
                 return self.another_result(node, callee, scope)
             return self.function(callee, owner, positional, keywords)
         if callee.kind is Kind.CLASS:
@@ -329,6 +345,27 @@ class ExpressionEvaluator:
                 self.function(init, instance, positional, keywords)
             return instance
         return None
+
+    def link_to_first_call(self, node: cst.Call, function: Value, positional: list, keywords: dict,
+                           owner: Optional[Value]) -> None:
+        """A function is walked with its first call's arguments; a later call's arguments go where
+        those went: ``train(a); train(b)`` moves ``b`` too, ``evaluate(x_val); evaluate(x_test)`` both."""
+        definition = function.definition
+        if not isinstance(definition, cst.FunctionDef):
+            return
+        params = definition.params
+        names = [p.name.value for p in (*params.posonly_params, *params.params)]
+        if owner is not None:
+            names = names[1:]
+        given = {**dict(zip(names, positional)), **keywords}
+        for name, new in given.items():
+            old = function.walk_params.get(name)
+            if old is None or new is None or old is new:
+                continue
+            if _is_built_module(new) and old.kind is Kind.MODULE and new not in old.alternatives:
+                old.alternatives.append(new)
+            elif _is_tensorish(new) and _is_tensorish(old):
+                self.facts.uses.append(Use("alias", node, self.time, (old, new)))
 
     def args(self, node: cst.Call, scope: Scope) -> list[Optional[Value]]:
         return [self.expr(arg.value, scope) for arg in node.args]

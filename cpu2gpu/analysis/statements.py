@@ -173,6 +173,8 @@ class StatementWalker:
             if source is not None and source.kind is Kind.LOADER:
                 is_training_loop = True
                 self.bind_loop_variables(target, stmt, scope, source)
+            elif source is not None and source.kind is Kind.MODULE and source.is_list and isinstance(target, cst.Name):
+                self.bind(target, source, stmt, None, scope)  # for net in nets: any of the group
             elif _tensors_of(source):
                 # for xb in torch.split(x, 10): the pieces of tensors are tensors from the same sources.
                 for name in _target_names(target):
@@ -254,6 +256,7 @@ class StatementWalker:
             if value is None and param.default is not None:
                 value = self.expr(param.default, function.def_scope)  # type: ignore[arg-type]
             scope.names[name] = value
+            function.walk_params[name] = value
             if (name in _DEVICE_PARAMETER_NAMES and value is None) or (value is not None and value.kind is Kind.DEVICE):
                 scope.device_names.append(name)  # train(model, device, loader): the caller's device
         for star in (params.star_arg, params.star_kwarg):

@@ -17,6 +17,7 @@ from .core import (
     _TENSORISH,
     _call_kwarg,
     _device_string_place,
+    _is_built_module,
     _is_cuda_literal,
     _is_tensorish,
     _plain_args,
@@ -120,6 +121,17 @@ class TorchCalls:
         self.args(node, scope)
         return None
 
+    def append_modules(self, receiver: Value, modules: list[Value]) -> None:
+        """``nets.append(Net())``: a list of models is a group (see ``module_group``)."""
+        built = [m for m in modules if _is_built_module(m)]
+        if not built or len(built) != len(modules) or self.method_context is not None:
+            return
+        if receiver.kind is Kind.MODULE:
+            receiver.alternatives.extend(built)
+        elif not receiver.sources:  # nets = [] until now: it holds models, not tensors
+            receiver.kind, receiver.explicit, receiver.alternatives = Kind.MODULE, Place.DEVICE, built
+            self.facts.values.append(receiver)
+
     def trained_leaves(self, params: Optional[Value]) -> list[Value]:
         """The tensors an optimizer is given directly, when each is made by a factory whose
         ``device=`` keeps it a leaf (a ``.to(device)`` after ``requires_grad`` would not)."""
@@ -209,12 +221,14 @@ class TorchCalls:
         if receiver is None:
             return None
         if receiver.is_list:
-            if method in ("append", "extend", "insert"):
+            if method in ("append", "insert"):
+                self.append_modules(receiver, [v for v in values if v is not None and v.kind is Kind.MODULE])
+            if method in ("append", "extend", "insert") and receiver.kind is not Kind.MODULE:
                 receiver.sources = (*receiver.sources, *[t for v in values for t in _tensors_of(v)])
             return None
         if receiver.kind is Kind.GENERATOR:
             return receiver if method == "manual_seed" else None  # torch.Generator().manual_seed(0)
-        if receiver.kind is Kind.MODULE:
+        if receiver.kind is Kind.MODULE and not receiver.is_list:
             if method in api.MODULE_STRUCTURE_METHODS and receiver.class_value is None:
                 self.note_structure_change(receiver)
             if method in ("numpy", "tolist", "item") and receiver.loaded_without_map_location:

@@ -48,6 +48,15 @@ class ModelNotMoved(Rule):
         "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n    return model, optimizer\n",
     ]
     INVALID = [
+        Invalid(  # models kept in a list, and a second model trained by the same function
+            "import torch\nfrom torch import nn\nnets = [nn.Linear(1, 1), nn.Linear(1, 1)]\n"
+            "for net in nets:\n    net(torch.ones(2, 1))\ndef fit(m):\n    m(torch.ones(2, 1))\n"
+            "a = nn.Linear(1, 1)\nb = nn.Linear(1, 1)\nfit(a)\nfit(b)\n",
+            "import torch\nfrom torch import nn\n\ndevice = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n"
+            "nets = [nn.Linear(1, 1).to(device), nn.Linear(1, 1).to(device)]\n"
+            "for net in nets:\n    net(torch.ones(2, 1, device=device))\ndef fit(m):\n    m(torch.ones(2, 1, device=device))\n"
+            "a = nn.Linear(1, 1).to(device)\nb = nn.Linear(1, 1).to(device)\nfit(a)\nfit(b)\n",
+        ),
         Invalid(  # a container filled after it is built: moved after its last layer
             "import torch\nfrom torch import nn\nmodel = nn.Sequential()\nmodel.add_module('fc', nn.Linear(3, 8))\n"
             "for i in range(2):\n    model.add_module(f'act{i}', nn.ReLU())\nout = model(x)\n",

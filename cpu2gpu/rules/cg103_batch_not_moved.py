@@ -76,7 +76,8 @@ class BatchNotMoved(Rule):
             "import torch\nfrom torch.utils.data import DataLoader\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\nmodel = torch.nn.Linear(2, 1).to(device)\n"
             "for batch in DataLoader(ds, pin_memory=True):\n    out = model(batch['input'])\n",
             "import torch\nfrom torch.utils.data import DataLoader\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\nmodel = torch.nn.Linear(2, 1).to(device)\n"
-            "for batch in DataLoader(ds, pin_memory=True):\n    batch = {k: v.to(device) for k, v in batch.items()}\n"
+            "for batch in DataLoader(ds, pin_memory=True):\n"
+            "    batch = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}\n"
             "    out = model(batch['input'])\n",
         ),
         Invalid(  # Variable(x) is x; labels meet the predictions in a comparison
@@ -128,8 +129,11 @@ class BatchNotMoved(Rule):
             # next(iter(loader)) or data[0] used in place: move it there.
             return Fix([Replace(first.node, lambda n, d=device: chain_to(n, d))], needs_device_setup=needs_setup)
         names = [v.name for v in values]
+        tensor_type = f"{ctx.facts.torch_alias or 'torch'}.Tensor"
+        # a dict batch may hold ids or file names beside its tensors: only the tensors are moved
         moved = ", ".join(
-            f"{{k: v.to({device}) for k, v in {n}.items()}}" if v.dict_batch else f"{n}.to({device})"
+            f"{{k: v.to({device}) if isinstance(v, {tensor_type}) else v for k, v in {n}.items()}}"
+            if v.dict_batch else f"{n}.to({device})"
             for n, v in zip(names, values)
         )
         code = f"{', '.join(names)} = {moved}"
