@@ -208,6 +208,7 @@ def main(argv=None) -> int:
         "step_times": rec.step_times(),
         "device_forward_calls": sum(r.device_calls for r in rec.modules.values()),
         "cpu_forward_calls": sum(r.cpu_calls for r in rec.modules.values()),
+        "trained_devices": sorted(rec.trained_devices),
         "modules": modules,
         "events": events,
         "exception": exception,

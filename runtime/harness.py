@@ -104,6 +104,8 @@ class Recorder:
         self.batches: dict[int, weakref.ref] = {}  # tensors a DataLoader yielded
         self.scaled: dict[int, float] = {}  # id(scaled loss) -> scale (GradScaler)
         self._in_backward = False
+        self.optimizers_seen: set[int] = set()
+        self.trained_devices: set[str] = set()  # devices of the tensors the optimizers step
 
     def is_batch(self, t) -> bool:
         ref = self.batches.get(id(t))
@@ -125,6 +127,11 @@ class Recorder:
         self.losses.append(value)
 
     def on_step(self, optimizer, args, kwargs):
+        if id(optimizer) not in self.optimizers_seen:
+            # what the optimizer trains, wherever it is: a script with no module trains plain tensors
+            self.optimizers_seen.add(id(optimizer))
+            self.trained_devices.update(_device_name(p.device) for group in optimizer.param_groups
+                                        for p in group["params"])
         self.steps += 1
         self.step_ends.append(time.perf_counter())
         if self.max_steps is not None and self.steps >= self.max_steps:

@@ -41,7 +41,7 @@ def to_json(report: dict) -> str:
     for run in report["runs"]:
         entry = summary(run, comps.get(run["label"]))
         for key in ("losses", "step_times", "backward_calls", "device_forward_calls", "cpu_forward_calls",
-                    "modules", "events", "exception", "diagnosis", "device_rng", "exit_code",
+                    "trained_devices", "modules", "events", "exception", "diagnosis", "device_rng", "exit_code",
                     "wall_seconds", "stdout_tail", "stderr_tail", "workdir", "needs_data", "synthetic"):
             if key in run:
                 entry[key] = run[key]
@@ -84,7 +84,11 @@ def _pass_lines(report: dict) -> list:
     lines = ["verdict: PASS"]
     dev = next((r for r in runs if r["mode"] in ("cuda", "sim")), None)
     if dev:
-        lines.append(f"  trains on the device: {dev['label']}, {dev['device_forward_calls']} module calls there")
+        if dev["device_forward_calls"] or not dev.get("trained_devices"):
+            lines.append(f"  trains on the device: {dev['label']}, {dev['device_forward_calls']} module calls there")
+        else:  # no module: the optimizer steps plain tensors
+            where = ", ".join(dev["trained_devices"])
+            lines.append(f"  trains on the device: {dev['label']}, the optimizer's tensors are on {where}")
     cpu = next((r for r in runs if r["mode"] == "cpu" and r["role"] == "migrated"), None)
     if cpu:
         lines.append(f"  falls back to the CPU: {cpu['label']} runs")

@@ -64,10 +64,16 @@ def judge(specs: list, results: list, rtol=None) -> dict:
         if res["status"] not in OK:
             failure = _run_failure(spec, res)
             (errors if spec.role == "original" else reasons).append(failure)
-        elif spec.mode in ("cuda", "sim") and res["device_forward_calls"] == 0:
-            reasons.append(_reason(
-                spec, f"no module ran on the device in the {spec.mode} run: the model (and its inputs) were "
-                      f"never moved to the GPU", "CG101", "model-not-moved"))
+        elif spec.mode in ("cuda", "sim") and res["device_forward_calls"] == 0 \
+                and not any(d != "cpu" for d in res.get("trained_devices", ())):
+            if not res.get("modules") and res.get("trained_devices"):
+                reasons.append(_reason(  # no module at all: the optimizer trains plain tensors
+                    spec, f"the tensors the optimizer trains stayed on the CPU in the {spec.mode} run",
+                    "CG102", "tensor-not-moved"))
+            else:
+                reasons.append(_reason(
+                    spec, f"no module ran on the device in the {spec.mode} run: the model (and its inputs) "
+                          f"were never moved to the GPU", "CG101", "model-not-moved"))
         for e in res.get("events", []):
             if e["kind"] == "non-leaf-parameter" and spec.mode in ("cuda", "sim"):
                 reasons.append(_reason(
