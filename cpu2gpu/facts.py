@@ -92,6 +92,7 @@ class Value:
     methods: dict = field(default_factory=dict)
     attrs: dict = field(default_factory=dict)
     class_value: Optional["Value"] = None
+    self_value: Optional["Value"] = None  # CLASS of a module: the ``self`` its methods are walked with
     walked: bool = False
     walk_params: dict = field(default_factory=dict)  # FUNCTION: parameter -> the value its walk was given
     returns: Optional["Value"] = None

@@ -45,6 +45,9 @@ MODULE_SELF_METHODS = frozenset(
 # Methods that add layers to a built container (nn.Sequential(), nn.ModuleList(), nn.ModuleDict()).
 MODULE_STRUCTURE_METHODS = frozenset("add_module register_module append extend insert update".split())
 
+# Libraries whose functions read a tensor on the host (through __array__): a device tensor raises there.
+HOST_LIBRARIES = ("numpy.", "matplotlib.", "seaborn.", "sklearn.metrics.", "scipy.")
+
 # Methods that place a value: handled as moves.
 MOVE_METHODS = frozenset({"to", "cuda", "cpu"})
 

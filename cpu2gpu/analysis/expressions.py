@@ -301,6 +301,8 @@ class ExpressionEvaluator:
                 if func.value == "print":
                     for value in values:
                         self.note_sync(node, value)
+                if func.value == "list" and not node.args:
+                    return Value(Kind.TENSOR, node, time=self.time, is_list=True)  # acc = list(), as []
                 if func.value in ("tuple", "list", "reversed", "sorted") and len(values) == 1:
                     return self.derived(node, _tensors_of(first))  # the same tensors in a new container
                 return None
@@ -321,19 +323,24 @@ class ExpressionEvaluator:
         self.args(node, scope)
         return None
 
-    def value_call(self, node: cst.Call, callee: Value, scope: Scope, owner: Optional[Value] = None) -> Optional[Value]:
+    def value_call(self, node: cst.Call, callee: Value, scope: Scope, owner: Optional[Value] = None,
+                   receiver: Optional[Value] = None) -> Optional[Value]:
+        """``receiver``: the model a method is called on, when ``owner`` is its class's ``self``."""
         if callee.kind is Kind.MODULE:
             return self.module_call(node, callee, scope)
         values = self.args(node, scope)
         positional = [v for v, a in zip(values, node.args) if a.keyword is None and not a.star]
         keywords = {a.keyword.value: v for v, a in zip(values, node.args) if a.keyword is not None}
         if callee.kind is Kind.FUNCTION:
-            if owner is not None and owner.kind is Kind.MODULE and owner.stateful and owner.name != "self":
+            called_on = receiver or owner
+            if called_on is not None and called_on.kind is Kind.MODULE and called_on.stateful \
+                    and called_on.name != "self":
                 # model.decode(z): the tensors go into the module as in a call of it.
+                called_on.used = True
                 pairs = [(t, a.value) for v, a in zip(values, node.args) for t in _tensors_of(v)]
                 if pairs:
                     self.facts.uses.append(Use("call", node, self.time, tuple(v for v, _ in pairs),
-                                               tuple(n for _, n in pairs), module=owner))
+                                               tuple(n for _, n in pairs), module=called_on))
             if callee.walked:
                 self.link_to_first_call(node, callee, positional, keywords, owner)
                 return self.another_result(node, callee, scope)

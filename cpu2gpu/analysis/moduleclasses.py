@@ -71,6 +71,7 @@ class ModuleClasses:
         scope.names[name] = None if is_module else class_value
         # A module's methods see ``self`` as the module, on the device with its submodules.
         owner = Value(Kind.MODULE, stmt, name="self", explicit=Place.DEVICE, class_value=class_value) if is_module else None
+        class_value.self_value = owner
         class_scope = Scope(scope)
         methods = []
         for item in stmt.body.body:

@@ -79,6 +79,8 @@ class TorchCalls:
             loader = Value(Kind.LOADER, node, time=self.time)
             self.facts.loaders.append(loader)
             return loader
+        if qual.startswith(api.HOST_LIBRARIES):
+            return self.host_call(node, scope)
         if qual.startswith("torch.cuda.") and qual[11:] in api.CUDA_ONLY_CALLS and not self.guard_depth:
             self.facts.unguarded_cuda_calls.append((node, self.current_stmt))
         if api.is_optimizer(qual):
@@ -119,6 +121,13 @@ class TorchCalls:
             self.op(node, values, _plain_args(node), scope)
             return self.derived(node, [v for v in values if _is_tensorish(v)])
         self.args(node, scope)
+        return None
+
+    def host_call(self, node: cst.Call, scope: Scope) -> None:
+        """``np.array(t)``, ``plt.imshow(t)``: numpy and matplotlib read a tensor on the host (CG107)."""
+        for arg, value in zip(node.args, self.args(node, scope)):
+            if _is_tensorish(value) and not arg.star:
+                self.facts.uses.append(Use("host", node, self.time, (value,), arg_nodes=(arg.value,)))
         return None
 
     def append_modules(self, receiver: Value, modules: list[Value]) -> None:
@@ -286,8 +295,15 @@ class TorchCalls:
         held = receiver.attrs.get(method)
         if held is not None:
             return self.value_call(node, held, scope)
-        function = receiver.class_value.methods.get(method) if receiver.class_value is not None else None
+        cls = receiver.class_value
+        function = cls.methods.get(method) if cls is not None else None
         if function is not None:
+            if receiver.kind is Kind.MODULE and cls.self_value is not None and receiver is not cls.self_value:
+                # model.sample(n): walked as the class's own method, with the attributes __init__ makes
+                init = cls.methods.get("__init__")
+                if init is not None and not init.walked:
+                    self.function(init, cls.self_value, [], {})
+                return self.value_call(node, function, scope, owner=cls.self_value, receiver=receiver)
             return self.value_call(node, function, scope, owner=receiver)
         self.args(node, scope)
         return None

@@ -12,10 +12,13 @@ from .base import Hit, Invalid, Rule, RuleContext
 
 
 class NumpyOnDevice(Rule):
-    """``.numpy()`` on a tensor that is on the device.
+    """``.numpy()`` on a tensor that is on the device, or the tensor given to NumPy or matplotlib.
 
     What it finds: ``.numpy()`` called on a model output, or on any tensor that is
-    (or, once migrated, will be) on the device.
+    (or, once migrated, will be) on the device, also the values of a model's own
+    methods (``model.sample(n)``) and of functions that call the model; and such a
+    tensor given to a NumPy, matplotlib, seaborn, SciPy or scikit-learn metrics
+    function (``np.array(pred)``, ``np.clip(img, 0, 1)``, ``plt.imshow(img)``).
 
     Why it breaks on the GPU: NumPy arrays live in host memory: "can't convert
     cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host
@@ -39,6 +42,12 @@ class NumpyOnDevice(Rule):
             "import torch\nmodel = torch.nn.Linear(1, 1).to(device)\npred = model(x).detach().numpy()\n",
             "import torch\nmodel = torch.nn.Linear(1, 1).to(device)\npred = model(x).detach().cpu().numpy()\n",
         ),
+        Invalid(
+            "import numpy as np\nimport matplotlib.pyplot as plt\nimport torch\nmodel = torch.nn.Linear(1, 1).to(device)\n"
+            "pred = model(x).detach()\nplt.imshow(np.clip(pred, 0, 1))\nprint(np.array(pred))\n",
+            "import numpy as np\nimport matplotlib.pyplot as plt\nimport torch\nmodel = torch.nn.Linear(1, 1).to(device)\n"
+            "pred = model(x).detach()\nplt.imshow(np.clip(pred.cpu(), 0, 1))\nprint(np.array(pred.cpu()))\n",
+        ),
     ]
 
     def check(self, ctx: RuleContext) -> Iterator[Hit]:
@@ -54,3 +63,13 @@ class NumpyOnDevice(Rule):
                 return node.with_changes(func=node.func.with_changes(value=receiver))
 
             yield self.hit(call.func.attr, Fix([Replace(call, build)]))
+        for use in ctx.facts.uses:
+            if use.kind != "host" or ctx.facts.place(use.values[0]) is not Place.DEVICE:
+                continue
+            function = cst.Module([]).code_for_node(use.node.func)
+            message = f"`{function}` of a tensor on the device; copy it to the CPU first"
+            if use.values[0].is_list:
+                yield self.hit(use.arg_nodes[0], None, message.replace("a tensor", "a list of tensors"))
+                continue  # (a list has no .cpu(): its elements must each be copied)
+            yield self.hit(use.arg_nodes[0], Fix([Replace(use.arg_nodes[0], lambda n: method_call(n, "cpu"))]),
+                           message)
