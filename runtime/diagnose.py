@@ -31,6 +31,7 @@ _NO_CUDA_MARKERS = (
     "Found no NVIDIA driver",
     "no CUDA-capable device",
     "CUDA driver initialization failed",
+    "Cannot initialize CUDA without ATen_cuda library",
 )
 _NAME = re.compile(r"(?<![\w.'\"])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 _LOSS_WEIGHTS = ("weight", "pos_weight")
@@ -276,6 +277,36 @@ def _optimizer_with_cpu_state(fr: _Frame):
     return None
 
 
+def _load_entry(tb) -> str | None:
+    """How the failing deserialization began: "torch.load" when torch.load was
+    called, "unpickle" when pickle met a tensor storage (its bytes are read by
+    torch.storage._load_from_bytes, with no map_location anyone could pass)."""
+    load_code = torch.serialization.load.__code__
+    from_bytes = getattr(torch.storage, "_load_from_bytes", None)
+    bytes_code = from_bytes.__code__ if from_bytes is not None else None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code is load_code:
+            return "torch.load"
+        if code is bytes_code:
+            return "unpickle"
+        tb = tb.tb_next
+    return None
+
+
+def _gpu_tensors_loaded(tb, at, where) -> dict:
+    entry = _load_entry(tb)
+    if entry == "torch.load":
+        return finding(f"torch.load without map_location at {at} cannot read a GPU checkpoint on a machine "
+                       f"without one; pass map_location=device", "CG202", where)
+    if entry == "unpickle":
+        return finding(f"the unpickling at {at} (pickle.load or the like) meets tensors that were pickled on a GPU, "
+                       f"which a machine without one cannot read, and pickle takes no map_location; save them with "
+                       f"torch.save and read them with torch.load(..., map_location=device), or pickle them from "
+                       f"the CPU (.cpu())", None, where)
+    return finding(f"tensors saved on a GPU were read at {at}, which a machine without one cannot do", None, where)
+
+
 def explain(exc: BaseException, tb, rec, display) -> dict | None:
     """The cause of `exc`, or None when it is not a device problem we know."""
     msg = str(exc)
@@ -294,9 +325,14 @@ def explain(exc: BaseException, tb, rec, display) -> dict | None:
     if isinstance(exc, TypeError) and "device type tensor to numpy" in msg:
         return finding(f"a device tensor reached .numpy() at {at}; call .cpu() before .numpy()", "CG107", where)
     if "Attempting to deserialize object on a CUDA device" in msg:
-        return finding(f"torch.load without map_location at {at} cannot read a GPU checkpoint on a machine "
-                       f"without one; pass map_location=device", "CG202", where)
+        return _gpu_tensors_loaded(tb_start, at, where)
     if any(m in msg for m in _NO_CUDA_MARKERS):
+        if torch.cuda.is_available():
+            # The run has a GPU (the simulated one): what failed is a CUDA API the
+            # simulation lacks, not a script that needs CUDA where there is none.
+            first = msg.strip().splitlines()[0] if msg.strip() else type(exc).__name__
+            return finding(f"the script called a CUDA API at {at} that the simulated device does not provide "
+                           f"({first}); a limit of the simulation, not a fault of the script", None, where)
         return finding(f"the script requires CUDA at {at} and fails on a machine without a GPU; "
                        f"pick the device with torch.cuda.is_available()", "CG201", where)
     hidden = "Input and hidden tensors are not at the same device" in msg

@@ -14,6 +14,7 @@ a fresh process, before the script runs.
 from __future__ import annotations
 
 import functools
+import threading
 
 import torch
 from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
@@ -118,11 +119,29 @@ class SimTensor(torch.Tensor):
         memo[id(self)] = new
         return new
 
+    @property
+    def data(self):
+        return torch._C.TensorBase.data.__get__(self)
+
+    @data.setter
+    def data(self, value):
+        # C++ takes the new sizes, dtype and (nominal) storage; the values live in _e.
+        torch._C.TensorBase.data.__set__(self, value)
+        self._e = value._e
+
+    def __format__(self, format_spec):
+        # Tensor.__format__ formats a 0-dim tensor as its number only for an
+        # exact torch.Tensor; on real CUDA a 0-dim tensor is one (a Parameter is not).
+        if self.dim() == 0 and not getattr(self, "_is_param", False):
+            return self.detach().item().__format__(format_spec)
+        return object.__format__(self, format_spec)
+
     def type(self, dtype=None, non_blocking=False, **kwargs):
         if dtype is None:
             return self._e.type().replace("torch.", "torch.cuda.", 1)
-        if isinstance(dtype, str) and dtype.startswith("torch.cuda."):
-            dtype = dtype.replace("torch.cuda.", "torch.", 1)
+        legacy = _to_legacy_type(self, dtype, non_blocking)
+        if legacy is not None:
+            return legacy
         return _orig_to(self, self._e.new_empty(0).type(dtype).dtype, non_blocking=non_blocking)
 
     @classmethod
@@ -231,7 +250,30 @@ def _run(func, args, kwargs):
         out = _on_device_rng(func, new_args, new_kwargs)
     else:
         out = func(*new_args, **new_kwargs)
+    _bump_written_lists(func, args, kwargs)
     return _wrap(out, ids)
+
+
+@functools.lru_cache(maxsize=None)
+def _written_lists(func) -> tuple:
+    """(position, name) of each tensor list the op writes: the foreach ops, _fused_adam_ ..."""
+    return tuple(
+        (i, a.name) for i, a in enumerate(func._schema.arguments)
+        if a.alias_info is not None and a.alias_info.is_write and isinstance(a.type, torch.ListType)
+    )
+
+
+def _bump_written_lists(func, args, kwargs):
+    # An in-place op on one tensor bumps its version counter above dispatch
+    # (ADInplaceOrView), but the foreach ops have no such kernel: real CUDA
+    # bumps inside its kernels, the CPU in the per-tensor ops it loops over.
+    # Here they run on the inner tensors, so bump the wrappers, or a backward
+    # through a graph that saved a parameter the optimizer has since changed
+    # would pass where CUDA raises "modified by an inplace operation".
+    for i, name in _written_lists(func):
+        tensors = args[i] if i < len(args) else kwargs.get(name)
+        if tensors:
+            torch.autograd.graph.increment_version([t for t in tensors if isinstance(t, SimTensor)])
 
 
 def _on_device_rng(func, args, kwargs):
@@ -447,12 +489,102 @@ def _tensor_cuda(self, device=None, non_blocking=False, memory_format=torch.pres
 
 
 def _tensor_type(self, dtype=None, non_blocking=False, **kwargs):
-    if isinstance(dtype, str) and dtype.startswith("torch.cuda."):
-        plain = dtype.replace("torch.cuda.", "torch.", 1)
-        return _orig_to(torch._C.TensorBase.type(self, plain), _sim0, non_blocking=non_blocking)
     if dtype is None:
         return torch._C.TensorBase.type(self)
+    legacy = _to_legacy_type(self, dtype, non_blocking)
+    if legacy is not None:
+        return legacy
     return torch._C.TensorBase.type(self, dtype, non_blocking, **kwargs)
+
+
+# -- the legacy tensor types: torch.cuda.FloatTensor & co. -----------------------
+#
+# Old scripts pick a type, `Tensor = torch.cuda.FloatTensor if cuda else
+# torch.FloatTensor`, then build with it (`Tensor(n, 1)`, `Tensor(ndarray)`),
+# convert with it (`x.type(Tensor)`) and test with it (isinstance). A CPU build
+# refuses every use of the torch.cuda ones: they are replaced by classes that
+# do the same on the simulated device.
+
+_LEGACY_TYPES = ("DoubleTensor FloatTensor HalfTensor BFloat16Tensor LongTensor IntTensor ShortTensor "
+                 "CharTensor ByteTensor BoolTensor").split()
+
+
+class _CudaTypeMeta(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, SimTensor) and obj.dtype == cls.dtype
+
+    def __repr__(cls):
+        return f"<class 'torch.cuda.{cls.__name__}'>"
+
+
+def _legacy_target(dtype):
+    """(the CPU type, on the device) for a legacy tensor type named or given as a class; else None."""
+    if isinstance(dtype, _CudaTypeMeta):
+        return getattr(torch, dtype.__name__), True
+    if isinstance(dtype, str):
+        name = dtype
+    elif isinstance(dtype, type):
+        name = f"{dtype.__module__}.{dtype.__name__}"
+    else:
+        return None
+    module, _, short = name.rpartition(".")
+    if short not in _LEGACY_TYPES or module not in ("torch", "torch.cuda"):
+        return None
+    return getattr(torch, short), module == "torch.cuda"
+
+
+def _to_legacy_type(t, dtype, non_blocking):
+    # A legacy type names a device too: x.type(torch.FloatTensor) of a CUDA tensor is on the CPU.
+    target = _legacy_target(dtype)
+    if target is None:
+        return None
+    cpu_type, on_device = target
+    return _orig_to(t, _sim0 if on_device else CPU, cpu_type.dtype, non_blocking=non_blocking)
+
+
+def _legacy_new(cls, args, kwargs):
+    """torch.cuda.FloatTensor(...): what the CPU type builds, on the device."""
+    device = kwargs.pop("device", None)
+    if device is not None and not _is_cuda_device(device):
+        raise RuntimeError(f"legacy constructor expects device type: cuda but device type: "
+                           f"{torch.device(device).type} was passed")
+    if len(args) == 1 and isinstance(args[0], torch.Tensor):
+        other = args[0]
+        if not isinstance(other, cls):
+            raise TypeError(f"expected torch.cuda.{cls.__name__} (got {other.type()})")
+        return aten.alias.default(other)
+    return SimTensor(getattr(torch, cls.__name__)(*args, **kwargs))
+
+
+def _default_tensor_type(orig):
+    # torch.set_default_tensor_type(torch.cuda.FloatTensor) sets the default
+    # dtype and puts new tensors on the GPU: the device half is the default device.
+    on_device = [False]
+
+    @functools.wraps(orig)
+    def set_default_tensor_type(t):
+        target = _legacy_target(t)
+        if target is not None and target[1]:
+            orig(target[0])  # the dtype half; it refuses an integer type as on CUDA
+            torch.set_default_device("cuda")
+            on_device[0] = True
+            return
+        orig(t)
+        if on_device[0]:
+            torch.set_default_device(None)
+            on_device[0] = False
+
+    return set_default_tensor_type
+
+
+def _cuda_type(name: str):
+    return _CudaTypeMeta(name, (), {
+        "__new__": lambda cls, *args, **kwargs: _legacy_new(cls, args, kwargs),
+        "__module__": "torch.cuda",
+        "dtype": getattr(torch, name).dtype,
+        "is_cuda": True,
+        "is_sparse": False,
+    })
 
 
 def _factory(orig):
@@ -711,6 +843,79 @@ def _wrap_load(orig):
     return load
 
 
+# -- Module.to swaps parameters, load_state_dict copies into them -------------
+#
+# Module.to keeps each Parameter object (the optimizer may hold it already), as
+# it does on real CUDA; a CPU Parameter cannot take a device wrapper by
+# `.data =`, so the move swaps them. load_state_dict must not swap: real torch
+# copies the checkpoint into the parameters in place, which works while an
+# autograd graph holds them, where a swap is refused ("Expected use_count of t1
+# to be 1 or 2 ..."), e.g. loading the best weights after the training loop.
+
+_script_swaps = False  # what the script itself set in torch.__future__ (torch's default: copy)
+_loading = threading.local()
+_applying = threading.local()
+_orig_swap_tensors = torch.utils.swap_tensors
+
+
+def _swap_on_conversion() -> bool:
+    if getattr(_loading, "depth", 0):
+        return _script_swaps
+    return True
+
+
+def _set_swap_on_conversion(value: bool) -> None:
+    global _script_swaps
+    _script_swaps = bool(value)
+
+
+def _swap_or_set_data(t1, t2):
+    # Inside Module._apply, swap only across the CPU and the device. A move
+    # that stays put (model.to(device) again, .double() on the device) takes
+    # `.data =` as on real torch: a swap is refused while a graph holds the
+    # parameter and poisons its gradient node for a backward still to come.
+    if getattr(_applying, "depth", 0) and torch._has_compatible_shallow_copy_type(t1, t2):
+        t1.data = t2
+        return
+    _orig_swap_tensors(t1, t2)
+
+
+def _tracking_apply(orig):
+    @functools.wraps(orig)
+    def _apply(self, *args, **kwargs):
+        _applying.depth = getattr(_applying, "depth", 0) + 1
+        try:
+            return orig(self, *args, **kwargs)
+        finally:
+            _applying.depth -= 1
+
+    return _apply
+
+
+def _copying_load(orig):
+    @functools.wraps(orig)
+    def _load_from_state_dict(self, *args, **kwargs):
+        _loading.depth = getattr(_loading, "depth", 0) + 1
+        try:
+            return orig(self, *args, **kwargs)
+        finally:
+            _loading.depth -= 1
+
+    return _load_from_state_dict
+
+
+def _swap_on_move_copy_on_load() -> None:
+    future = torch.__future__
+    # torch.nn.utils.parametrize imported the getter itself: it reads this flag.
+    future.set_swap_module_params_on_conversion(True)
+    future.get_swap_module_params_on_conversion = _swap_on_conversion
+    future.set_swap_module_params_on_conversion = _set_swap_on_conversion
+    module = torch.nn.Module
+    module._load_from_state_dict = _copying_load(module._load_from_state_dict)
+    module._apply = _tracking_apply(module._apply)
+    torch.utils.swap_tensors = _swap_or_set_data
+
+
 # -- install ------------------------------------------------------------------
 
 
@@ -752,6 +957,9 @@ def install() -> None:
         setattr(vf, name, _wrap_rnn(getattr(vf, name)))
 
     _patch_cuda_module()
+    for name in _LEGACY_TYPES:
+        setattr(torch.cuda, name, _cuda_type(name))
+    torch.set_default_tensor_type = _default_tensor_type(torch.set_default_tensor_type)
     torch.serialization.register_package(1, _sim_tag, _sim_deserialize)
     torch.save = _wrap_save(torch.save)
     torch.load = _wrap_load(torch.load)
@@ -762,9 +970,7 @@ def install() -> None:
 
     _optimizer._foreach_supported_types.append(SimTensor)
 
-    # Module.to keeps each Parameter object (the optimizer may hold it already),
-    # as it does on real CUDA; a wrapper cannot take `.data =`, so swap instead.
-    torch.__future__.set_swap_module_params_on_conversion(True)
+    _swap_on_move_copy_on_load()
     _seed_device(torch.initial_seed())
     _installed = True
 
