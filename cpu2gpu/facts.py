@@ -38,6 +38,7 @@ class Kind(enum.Enum):
     INSTANCE = "instance"  # an object of such a class: its attributes are tracked
     GENERATOR = "generator"  # torch.Generator(): where it can draw
     TUPLE = "tuple"  # what a function of the file returns as a tuple: unpacked by its callers
+    DATASET = "dataset"  # TensorDataset(...) (items are tensors) or an MNIST-style data set (tensor attributes)
 
 
 class Origin(enum.Enum):
@@ -188,6 +189,7 @@ class Facts:
     host_loads: set = field(default_factory=set)  # ids of torch.load calls whose result is read on the host
     param_loaders: list = field(default_factory=list)  # (function, position or keyword, stand-in loader): given by other files
     outgoing_calls: list = field(default_factory=list)  # (qualified name, CallShape): calls into other project files
+    cpu_type_casts: list = field(default_factory=list)  # (t.type(torch.FloatTensor) call, t's value, dtype method)
     places_on_device: bool = False  # some .to(device) / .cuda() / device= that can be the GPU
     # `device = torch.device("cpu")` / `device = "cpu"`: (name, the literal expression, its scope)
     cpu_device_literals: list = field(default_factory=list)

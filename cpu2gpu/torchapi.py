@@ -22,6 +22,15 @@ CONVERSIONS = frozenset({"torch.from_numpy", "torch.frombuffer", "torch.Tensor",
 # Factories with an overload that takes tensors and no ``device=`` (the result is where they are).
 TENSOR_ARGUMENT_FACTORIES = frozenset({"torch.normal", "torch.complex", "torch.polar"})
 
+# The legacy CPU tensor types: ``t.type(torch.FloatTensor)`` copies ``t`` to the CPU. The dtype method
+# that keeps the device instead.
+CPU_TENSOR_TYPES = {
+    "torch.FloatTensor": "float", "torch.DoubleTensor": "double", "torch.HalfTensor": "half",
+    "torch.LongTensor": "long", "torch.IntTensor": "int", "torch.ShortTensor": "short",
+    "torch.ByteTensor": "byte", "torch.CharTensor": "char", "torch.BoolTensor": "bool",
+    "torch.BFloat16Tensor": "bfloat16",
+}
+
 # ``*_like`` factories inherit the device of their first argument.
 LIKE_FACTORIES = frozenset(
     "torch." + name
@@ -89,6 +98,14 @@ MODULE_BASES = frozenset({
 
 # Factories from model zoos that return modules.
 MODULE_FACTORY_PREFIXES = ("torchvision.models.", "timm.create_model", "torch.hub.load")
+
+TENSOR_DATASETS = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"})
+
+# torchvision data sets whose data and labels are tensors (CIFAR's are a NumPy array and a list).
+MNIST_STYLE_DATASETS = frozenset(
+    "torchvision.datasets." + name for name in "MNIST FashionMNIST KMNIST EMNIST QMNIST".split())
+MNIST_TENSOR_ATTRIBUTES = frozenset(
+    "data targets train_data test_data train_labels test_labels".split())
 
 DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 

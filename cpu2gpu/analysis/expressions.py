@@ -185,6 +185,13 @@ class ExpressionEvaluator:
         if base is None:
             return None
         attr = node.attr.value
+        if base.kind is Kind.DATASET:
+            if base.context != "mnist" and attr == "tensors":
+                return self.batch_from(node, base, scope)  # x, y = ds.tensors: the data set's own tensors
+            if base.context == "mnist" and attr in api.MNIST_TENSOR_ATTRIBUTES:
+                # ds.test_data: a CPU tensor, moved where the expression that reads it is bound
+                return self.new(Kind.TENSOR, node, scope, origin=Origin.CONVERSION)
+            return None
         if base.kind is Kind.INSTANCE or base.kind is Kind.MODULE and base.class_value is not None:
             return base.attrs.get(attr)
         if base.kind is Kind.MODULE and attr in ("weight", "bias") and base.stateful:
@@ -217,6 +224,10 @@ class ExpressionEvaluator:
                 return self.derived(node, [base])
         if base is not None and base.kind is Kind.MODULE and base.is_list:
             return base  # nets[i]: one of the group
+        if base is not None and base.kind is Kind.DATASET and base.context != "mnist":
+            return self.batch_from(node, base, scope)  # x, y = test_ds[i]
+        if base is not None and base.kind is Kind.BATCH:
+            return self.derived(node, [base])  # inputs[:, :-1]: part of the batch, where the batch is
         if base is None or base.kind is not Kind.TENSOR:
             return None
         tensor_indices = [i for i in indices if _is_tensorish(i)]

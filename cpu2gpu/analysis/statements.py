@@ -170,7 +170,9 @@ class StatementWalker:
         pairs = self.loop_targets(stmt.target, stmt.iter, scope)
         is_training_loop = False
         for target, source in pairs:
-            if source is not None and source.kind is Kind.LOADER:
+            if source is not None and (source.kind is Kind.LOADER
+                                       or source.kind is Kind.DATASET and source.context != "mnist"):
+                # for x, y in loader / in a TensorDataset: each step's tensors
                 is_training_loop = True
                 self.bind_loop_variables(target, stmt, scope, source)
             elif source is not None and source.kind is Kind.MODULE and source.is_list and isinstance(target, cst.Name):
@@ -496,6 +498,13 @@ class StatementWalker:
                 value.chain_root.fix_node = value_node
         if value.is_root and value.fix_node is None and value.node is value_node:
             value.fix_node = value_node
+        elif value.kind is Kind.TENSOR and value.node is value_node and not value.is_root:
+            # test_x = torch.unsqueeze(ds.test_data, 1).type(torch.FloatTensor)[:2000] / 255.: the data
+            # read inside is moved with the whole expression, after its casts and scaling
+            roots = self.facts.roots(value)
+            if len(roots) == 1 and roots[0].origin is Origin.CONVERSION and roots[0].fix_node is None \
+                    and roots[0].name is None:
+                roots[0].fix_node = value_node
         if value.kind is Kind.DEVICE and self.facts.place(value) is Place.DEVICE:
             if scope is not self.global_scope:
                 self.facts.has_local_device = True

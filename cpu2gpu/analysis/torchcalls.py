@@ -66,14 +66,17 @@ class TorchCalls:
         if qual.rsplit(".", 1)[-1] in ("tqdm", "trange") and qual.startswith("tqdm"):
             values = self.args(node, scope)
             return values[0] if values and values[0] is not None and values[0].kind is Kind.LOADER else None
-        if qual in ("torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"):
+        if qual in api.TENSOR_DATASETS:
             # A data set's tensors stay on the CPU: the loader pins, shuffles and batches them there.
             for value in self.args(node, scope):
                 for root in self.facts.roots(value) if value is not None else ():
                     if root.explicit is None:
                         root.explicit = Place.CPU
                         root.dataset_pinned = True
-            return None
+            return Value(Kind.DATASET, node, time=self.time)  # its items: tuples of tensors
+        if qual in api.MNIST_STYLE_DATASETS:
+            self.args(node, scope)
+            return Value(Kind.DATASET, node, time=self.time, context="mnist")  # tensors as attributes
         if qual in api.DATALOADERS:
             self.args(node, scope)
             loader = Value(Kind.LOADER, node, time=self.time)
@@ -268,6 +271,11 @@ class TorchCalls:
                 return None
             if method in api.NON_TENSOR_METHODS:
                 return None
+            if method == "type" and len(node.args) == 1 and node.args[0].keyword is None:
+                cast = api.CPU_TENSOR_TYPES.get(self.imports.resolve(node.args[0].value) or "")
+                if cast is not None:
+                    # read as the dtype change it is meant to be (CG115 makes it one)
+                    self.facts.cpu_type_casts.append((node, receiver, cast))
             self.op(node, [receiver, *values])
             result = self.derived(node, [receiver, *[v for v in values if _is_tensorish(v)]])
             if result is not None and not isinstance(func.value, (cst.Name, cst.Attribute)):

@@ -17,6 +17,7 @@ from .cg111_module_created_in_forward import ModuleCreatedInForward
 from .cg112_parameter_moved_at_creation import ParameterMovedAtCreation
 from .cg113_cpu_generator_for_device_draw import CpuGeneratorForDeviceDraw
 from .cg114_stale_alias_of_buffers import StaleAliasOfBuffers
+from .cg115_cpu_tensor_type_cast import CpuTensorTypeCast
 from .cg201_hardcoded_cuda import HardcodedCuda
 from .cg202_load_without_map_location import LoadWithoutMapLocation
 from .cg203_optimizer_before_move import OptimizerBeforeMove
@@ -41,6 +42,7 @@ ALL_RULES: list[type[Rule]] = [
     ParameterMovedAtCreation,
     CpuGeneratorForDeviceDraw,
     StaleAliasOfBuffers,
+    CpuTensorTypeCast,
     HardcodedCuda,
     LoadWithoutMapLocation,
     OptimizerBeforeMove,

@@ -69,6 +69,14 @@ class TensorNotMoved(Rule):
             "x = torch.randn(8, 3, device=device)\nw = torch.randn(3, requires_grad=True, device=device)\n"
             "opt = torch.optim.SGD([w], lr=0.1)\nloss = (x @ w).pow(2).mean()\n",
         ),
+        Invalid(  # an MNIST data set's tensors, read as attributes: moved after the casts that read them
+            "import torch\nimport torchvision\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "model = torch.nn.Linear(784, 10).to(device)\ntest = torchvision.datasets.MNIST('.', train=False)\n"
+            "test_x = test.data.view(-1, 784).float()[:100] / 255.\nprint(model(test_x).argmax(1))\n",
+            "import torch\nimport torchvision\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "model = torch.nn.Linear(784, 10).to(device)\ntest = torchvision.datasets.MNIST('.', train=False)\n"
+            "test_x = (test.data.view(-1, 784).float()[:100] / 255.).to(device)\nprint(model(test_x).argmax(1))\n",
+        ),
     ]
 
     def check(self, ctx: RuleContext) -> Iterator[Hit]:

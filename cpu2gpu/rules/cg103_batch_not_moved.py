@@ -96,6 +96,17 @@ class BatchNotMoved(Rule):
             "    images, labels = images.to(device), labels.to(device)\n    outputs = model(images)\n"
             "    _, predicted = torch.max(outputs.data, 1)\n    correct += (predicted == labels).sum().item()\n",
         ),
+        Invalid(  # a TensorDataset read without a loader: its items and its tensors
+            "import torch\nfrom torch.utils.data import TensorDataset\n"
+            "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\nmodel = torch.nn.Linear(2, 1).to(device)\n"
+            "test_ds = TensorDataset(a, b)\nx, y = test_ds[0]\nprint(model(x) - y)\n"
+            "for xi, yi in test_ds:\n    print(model(xi) - yi)\ntx, ty = test_ds.tensors\nprint(model(tx[:, :2]))\n",
+            "import torch\nfrom torch.utils.data import TensorDataset\n"
+            "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\nmodel = torch.nn.Linear(2, 1).to(device)\n"
+            "test_ds = TensorDataset(a, b)\nx, y = test_ds[0]\nx, y = x.to(device), y.to(device)\nprint(model(x) - y)\n"
+            "for xi, yi in test_ds:\n    xi, yi = xi.to(device), yi.to(device)\n    print(model(xi) - yi)\n"
+            "tx, ty = test_ds.tensors\ntx = tx.to(device)\nprint(model(tx[:, :2]))\n",
+        ),
     ]
 
     def check(self, ctx: RuleContext) -> Iterator[Hit]:
