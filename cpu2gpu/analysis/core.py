@@ -166,6 +166,13 @@ def _mentions_guard(node: cst.CSTNode) -> bool:
     return False
 
 
+def _host_branch(test: cst.BaseExpression) -> str:
+    """Which branch of ``if <GPU check>`` runs without a GPU: ``else``, or the body of ``if not use_cuda``."""
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        return "body"
+    return "orelse"
+
+
 def _leaves_block(suite: cst.BaseSuite) -> bool:
     last = suite.body[-1] if suite.body else None
     if isinstance(last, cst.SimpleStatementLine):

@@ -17,6 +17,7 @@ from .core import (
     _TENSORISH,
     _call_kwarg,
     _device_string_place,
+    _host_branch,
     _is_built_module,
     _is_tensorish,
     _mentions_guard,
@@ -109,12 +110,19 @@ class ExpressionEvaluator:
         if kind is cst.IfExp:
             self.expr(node.test, scope)
             guarded = _mentions_guard(node.test)
+            host_branch = _host_branch(node.test) if guarded else None
             self.guard_depth += guarded
+            self.host_depth += host_branch == "body"
             try:
                 body = self.expr(node.body, scope)
             finally:
                 self.guard_depth -= guarded
-            orelse = self.expr(node.orelse, scope)
+                self.host_depth -= host_branch == "body"
+            self.host_depth += host_branch == "orelse"
+            try:
+                orelse = self.expr(node.orelse, scope)
+            finally:
+                self.host_depth -= host_branch == "orelse"
             if body is not None and orelse is not None and body.kind is orelse.kind is Kind.DEVICE:
                 places = {self.facts.place(body), self.facts.place(orelse)}
                 return Value(Kind.DEVICE, node, explicit=Place.DEVICE if Place.DEVICE in places else Place.CPU)

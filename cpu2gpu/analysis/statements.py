@@ -21,6 +21,7 @@ from .core import (
     _STATEMENT,
     _is_cuda_literal,
     _is_tensorish,
+    _host_branch,
     _leaves_block,
     _mentions_guard,
     _role,
@@ -113,7 +114,12 @@ class StatementWalker:
         owner = scope.owner if scope.owner is not None and scope.owner.kind in (Kind.MODULE, Kind.INSTANCE) else None
         before = dict(scope.names)
         attrs_before = dict(owner.attrs) if owner is not None else {}
-        self.guarded_block(stmt.body, scope, guarded)
+        host_branch = _host_branch(stmt.test) if guarded else None
+        self.host_depth += host_branch == "body"
+        try:
+            self.guarded_block(stmt.body, scope, guarded)
+        finally:
+            self.host_depth -= host_branch == "body"
         after_body = scope.names
         attrs_after_body = dict(owner.attrs) if owner is not None else {}
         if stmt.orelse is None:
@@ -131,7 +137,11 @@ class StatementWalker:
             finally:
                 self.guard_depth -= guarded
         else:
-            self.guarded_block(stmt.orelse.body, scope, guarded)
+            self.host_depth += host_branch == "orelse"
+            try:
+                self.guarded_block(stmt.orelse.body, scope, guarded)
+            finally:
+                self.host_depth -= host_branch == "orelse"
         scope.names = self.merge(before, after_body, scope.names)
         if owner is not None:
             owner.attrs = self.merge(attrs_before, attrs_after_body, owner.attrs)
@@ -158,6 +168,9 @@ class StatementWalker:
                     a.alternatives.append(b)
             elif a is not None and b is not None and a.kind is b.kind is Kind.LOADER:
                 merged[name] = a  # train_loader or test_loader: either yields batches
+            elif _is_tensorish(a) and _is_tensorish(b) and a.explicit is None and b.explicit is None:
+                # if ...: mask = torch.ones(n) else: mask = torch.zeros(n): either is read below
+                merged[name] = Value(Kind.TENSOR, a.node, sources=(a, b), time=self.time)
             elif (a is None) != (b is None) and (a or b).kind in (Kind.LOADER, Kind.MODULE):
                 # self.model = None; if ...: self.model = Net(): a model wherever it is called, a loader
                 # wherever it is iterated (their moves land where they are made, never on the name)

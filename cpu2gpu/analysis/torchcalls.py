@@ -129,7 +129,7 @@ class TorchCalls:
     def host_call(self, node: cst.Call, scope: Scope) -> None:
         """``np.array(t)``, ``plt.imshow(t)``: numpy and matplotlib read a tensor on the host (CG107)."""
         for arg, value in zip(node.args, self.args(node, scope)):
-            if _is_tensorish(value) and not arg.star:
+            if _is_tensorish(value) and not arg.star and not self.host_depth:
                 self.facts.uses.append(Use("host", node, self.time, (value,), arg_nodes=(arg.value,)))
         return None
 
@@ -267,7 +267,8 @@ class TorchCalls:
             if method in ("numpy", "item", "tolist"):
                 self.note_sync(node, receiver)
             if method == "numpy":
-                self.facts.uses.append(Use("numpy", node, self.time, (receiver,)))
+                if not self.host_depth:  # (t.numpy() if not use_cuda else ...: runs only without a GPU)
+                    self.facts.uses.append(Use("numpy", node, self.time, (receiver,)))
                 return None
             if method in api.NON_TENSOR_METHODS:
                 return None

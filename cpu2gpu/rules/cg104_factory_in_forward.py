@@ -42,6 +42,14 @@ class FactoryInForward(Rule):
         "        steps = torch.arange(5)\n        return x, steps.tolist()\n",
     ]
     INVALID = [
+        Invalid(  # made in either branch of an if: both are given the input's device
+            "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "def masked(x, keep):\n    if keep:\n        m = torch.ones(x.shape[0])\n    else:\n"
+            "        m = torch.zeros(x.shape[0])\n    return x * m\nprint(masked(torch.ones(3, device=device), True))\n",
+            "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "def masked(x, keep):\n    if keep:\n        m = torch.ones(x.shape[0], device=x.device)\n    else:\n"
+            "        m = torch.zeros(x.shape[0], device=x.device)\n    return x * m\nprint(masked(torch.ones(3, device=device), True))\n",
+        ),
         Invalid(  # the pre-0.4 wrapper hides nothing: Variable(t) is t
             "import torch\nfrom torch import nn\nfrom torch.autograd import Variable\nclass RNN(nn.Module):\n"
             "    def __init__(self):\n        super().__init__()\n        self.rnn = nn.GRU(4, 8)\n"

@@ -36,6 +36,10 @@ class NumpyOnDevice(Rule):
     VALID = [
         "import torch\nmodel = torch.nn.Linear(1, 1).to(device)\npred = model(x).detach().cpu().numpy()\n",
         "import torch\na = torch.zeros(3)\nprint(a.numpy())\n",
+        # the branch that runs without a GPU
+        "import torch\ntrain_on_gpu = torch.cuda.is_available()\nmodel = torch.nn.Linear(1, 1).to(device)\n"
+        "out = model(x).detach()\nres = out.numpy() if not train_on_gpu else out.cpu().numpy()\n"
+        "if train_on_gpu:\n    arr = out.cpu().numpy()\nelse:\n    arr = out.numpy()\n",
     ]
     INVALID = [
         Invalid(
