@@ -51,6 +51,19 @@ MODULE_SELF_METHODS = frozenset(
     "train eval float half double bfloat16 requires_grad_ share_memory zero_grad apply".split()
 )
 
+# torch.nn containers: their attributes and items are their layers (self.transformer.wpe(pos)).
+CONTAINER_MODULES = frozenset(
+    prefix + name for prefix in ("torch.nn.", "torch.nn.modules.container.")
+    for name in ("ModuleDict", "ModuleList", "Sequential"))
+
+# What a container has besides its layers: nn.Module's and the containers' own methods.
+MODULE_METHODS = frozenset(
+    "parameters named_parameters buffers named_buffers children named_children modules named_modules "
+    "items keys values state_dict load_state_dict to cuda cpu train eval apply zero_grad requires_grad_ "
+    "register_buffer register_parameter register_module register_forward_hook register_forward_pre_hook "
+    "register_full_backward_hook add_module append extend insert update pop get_submodule get_parameter "
+    "forward float double half bfloat16 type share_memory extra_repr training".split())
+
 # Methods that add layers to a built container (nn.Sequential(), nn.ModuleList(), nn.ModuleDict()).
 MODULE_STRUCTURE_METHODS = frozenset("add_module register_module append extend insert update".split())
 

@@ -202,6 +202,8 @@ class ExpressionEvaluator:
             return None
         if base.kind is Kind.INSTANCE or base.kind is Kind.MODULE and base.class_value is not None:
             return base.attrs.get(attr)
+        if base.kind is Kind.MODULE and base.is_container and attr not in api.MODULE_METHODS:
+            return base  # self.transformer.h: layers of the container, where it is
         if base.kind is Kind.MODULE and attr in ("weight", "bias") and base.stateful:
             # model.weight of a torch.nn layer: a parameter, wherever the module is.
             return Value(Kind.TENSOR, node, output_of=(base, self.time), time=self.time)
@@ -230,8 +232,8 @@ class ExpressionEvaluator:
             if isinstance(index, cst.SimpleString) and base.is_root:
                 base.dict_batch = True  # batch["input"]: the whole dict is moved at once
                 return self.derived(node, [base])
-        if base is not None and base.kind is Kind.MODULE and base.is_list:
-            return base  # nets[i]: one of the group
+        if base is not None and base.kind is Kind.MODULE and (base.is_list or base.is_container):
+            return base  # nets[i] / self.layers[i]: one of the group, of the container
         if base is not None and base.kind is Kind.DATASET and base.context != "mnist":
             return self.batch_from(node, base, scope)  # x, y = test_ds[i]
         if base is not None and base.kind is Kind.BATCH:

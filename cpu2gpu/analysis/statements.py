@@ -188,8 +188,9 @@ class StatementWalker:
                 # for x, y in loader / in a TensorDataset: each step's tensors
                 is_training_loop = True
                 self.bind_loop_variables(target, stmt, scope, source)
-            elif source is not None and source.kind is Kind.MODULE and source.is_list and isinstance(target, cst.Name):
-                self.bind(target, source, stmt, None, scope)  # for net in nets: any of the group
+            elif source is not None and source.kind is Kind.MODULE and (source.is_list or source.is_container) \
+                    and isinstance(target, cst.Name):
+                self.bind(target, source, stmt, None, scope)  # for net in nets / block in self.blocks
             elif _tensors_of(source):
                 # for xb in torch.split(x, 10): the pieces of tensors are tensors from the same sources.
                 for name in _target_names(target):

@@ -118,7 +118,7 @@ class TorchCalls:
             weighted = not stateful and any(_is_tensorish(v) and self.facts.place(v) is not Place.DEVICE
                                             for v in values)
             return self.new(Kind.MODULE, node, scope, origin=Origin.MODULE, stateful=stateful or weighted,
-                            weighted_loss=weighted, class_value=local)
+                            weighted_loss=weighted, class_value=local, is_container=qual in api.CONTAINER_MODULES)
         if api.is_tensor_function(qual):
             values = self.args(node, scope)
             self.op(node, values, _plain_args(node), scope)
@@ -238,6 +238,8 @@ class TorchCalls:
             if method in ("append", "extend", "insert") and receiver.kind is not Kind.MODULE:
                 receiver.sources = (*receiver.sources, *[t for v in values for t in _tensors_of(v)])
             return None
+        if receiver.kind is Kind.LOADER and method in ("next", "__next__") and not node.args:
+            return self.batch_from(node, receiver, scope)  # dataiter.next(), from PyTorch < 1.13 code
         if receiver.kind is Kind.GENERATOR:
             return receiver if method == "manual_seed" else None  # torch.Generator().manual_seed(0)
         if receiver.kind is Kind.MODULE and not receiver.is_list:
@@ -260,8 +262,8 @@ class TorchCalls:
                 params = Value(Kind.PARAMS, node, module_of=receiver, time=self.time)
                 self._params_seen.append(params)
                 return params
-            if method == "forward":
-                return self.module_call(node, receiver, scope)
+            if method == "forward" or receiver.is_container and method not in api.MODULE_METHODS:
+                return self.module_call(node, receiver, scope)  # self.transformer.wpe(pos): one of its layers
             return None
         if receiver.kind in _TENSORISH:
             if method in ("numpy", "item", "tolist"):

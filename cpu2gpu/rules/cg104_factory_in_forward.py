@@ -42,6 +42,16 @@ class FactoryInForward(Rule):
         "        steps = torch.arange(5)\n        return x, steps.tolist()\n",
     ]
     INVALID = [
+        Invalid(  # a layer of an nn.ModuleDict, called by its name
+            "import torch\nfrom torch import nn\nclass GPT(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.tr = nn.ModuleDict(dict(wte=nn.Embedding(9, 4), wpe=nn.Embedding(8, 4)))\n"
+            "    def forward(self, idx):\n        pos = torch.arange(idx.size(1))\n"
+            "        return self.tr.wte(idx) + self.tr.wpe(pos)\n",
+            "import torch\nfrom torch import nn\nclass GPT(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.tr = nn.ModuleDict(dict(wte=nn.Embedding(9, 4), wpe=nn.Embedding(8, 4)))\n"
+            "    def forward(self, idx):\n        pos = torch.arange(idx.size(1), device=idx.device)\n"
+            "        return self.tr.wte(idx) + self.tr.wpe(pos)\n",
+        ),
         Invalid(  # made in either branch of an if: both are given the input's device
             "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
             "def masked(x, keep):\n    if keep:\n        m = torch.ones(x.shape[0])\n    else:\n"

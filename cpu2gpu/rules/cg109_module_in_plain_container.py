@@ -49,6 +49,10 @@ class ModuleInPlainContainer(Rule):
     message = "`self.{attribute}` keeps layers in a plain {kind}: `.to(device)`, `parameters()` and " \
               "`state_dict()` never see them; use `nn.{container}`"
     VALID = [
+        # each layer of the list is also registered under a name of its own
+        "import torch\nfrom torch import nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.layers = []\n        for i in range(3):\n            layer = nn.Linear(2, 2)\n"
+        "            setattr(self, f'fc{i}', layer)\n            self.layers.append(layer)\n",
         "import torch\nfrom torch import nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
         "        self.blocks = nn.ModuleList([nn.Linear(2, 2) for _ in range(3)])\n        self.sizes = [2, 2, 2]\n",
         "import torch\nfrom torch import nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
@@ -150,7 +154,8 @@ def _containers(facts: Facts, classdef: cst.ClassDef) -> list[_Container]:
                         local_lists[call.func.value.value] = True
     if not any(c.holds_modules for c in found.values()):
         return []
-    # Read the whole class only now (rarely): nn.Sequential(*self.layers) registers them there.
+    # Read the whole class only now (rarely): nn.Sequential(*self.layers) registers them there, and
+    # setattr(self, name, layer) / self.add_module(name, layer) registers each layer the list keeps.
     for function in classdefs.methods(classdef):
         me = classdefs.self_name(function)
         for node in classdefs.walk(function.body):
@@ -158,7 +163,21 @@ def _containers(facts: Facts, classdef: cst.ClassDef) -> list[_Container]:
                 name = classdefs.self_attribute(node.value, me)
                 if name is not None:
                     starred.add(name)
+            elif isinstance(node, cst.Call) and _registers_on(node, me):
+                return []
     return [c for name, c in found.items() if name not in starred]
+
+
+def _registers_on(call: cst.Call, me: Optional[str]) -> bool:
+    """``setattr(self, name, layer)`` or ``self.add_module(name, layer)`` with a computed name."""
+    func = call.func
+    if isinstance(func, cst.Name) and func.value == "setattr" and len(call.args) == 3:
+        target = call.args[0].value
+        return isinstance(target, cst.Name) and target.value == me and not isinstance(call.args[1].value, cst.SimpleString)
+    if isinstance(func, cst.Attribute) and func.attr.value in ("add_module", "register_module") \
+            and isinstance(func.value, cst.Name) and func.value.value == me and call.args:
+        return not isinstance(call.args[0].value, cst.SimpleString)
+    return False
 
 
 def _kind(value: cst.BaseExpression) -> Optional[str]:
