@@ -42,6 +42,7 @@ class Analyzer(StatementWalker, ExpressionEvaluator, TorchCalls, ModuleClasses, 
         self.module_class_values: dict[str, Value] = {}
         self.time = 0
         self.guard_depth = 0
+        self.lambda_frames: list = []  # the lambdas being read at their call, innermost last
         self.host_depth = 0  # inside the branch of a GPU check that runs without a GPU
         self.global_scope = Scope(None)
         # Functions and methods not called yet: walked at the end, with unknown arguments.

@@ -137,7 +137,11 @@ class ExpressionEvaluator:
             return self.derived(node, [v for v in values if _is_tensorish(v)])
         if kind in (cst.ListComp, cst.GeneratorExp, cst.SetComp):
             return self.comprehension(node, scope)
-        if kind in (cst.DictComp, cst.Lambda):
+        if kind is cst.Lambda:
+            self.generic(node, Scope(scope))
+            # crit = lambda out, y: ((out - y) ** 2).mean(): read again at each call, with its arguments
+            return Value(Kind.FUNCTION, node, definition=node, def_scope=scope, time=self.time)
+        if kind is cst.DictComp:
             self.generic(node, Scope(scope))
             return None
         if kind in (cst.Await, cst.Yield, cst.StarredElement):
@@ -352,6 +356,8 @@ class ExpressionEvaluator:
         values = self.args(node, scope)
         positional = [v for v, a in zip(values, node.args) if a.keyword is None and not a.star]
         keywords = {a.keyword.value: v for v, a in zip(values, node.args) if a.keyword is not None}
+        if callee.kind is Kind.FUNCTION and type(callee.definition) is cst.Lambda:
+            return self.lambda_call(callee.definition, callee.def_scope, positional, keywords)
         if callee.kind is Kind.FUNCTION:
             called_on = receiver or owner
             if called_on is not None and called_on.kind is Kind.MODULE and called_on.stateful \
@@ -373,6 +379,25 @@ class ExpressionEvaluator:
                 self.function(init, instance, positional, keywords)
             return instance
         return None
+
+    def lambda_call(self, definition: cst.Lambda, def_scope: Scope, positional: list, keywords: dict) -> Optional[Value]:
+        inner = Scope(def_scope)
+        params = [*definition.params.posonly_params, *definition.params.params]
+        for index, param in enumerate(params):
+            inner.names[param.name.value] = positional[index] if index < len(positional) \
+                else keywords.get(param.name.value)
+        for param in definition.params.kwonly_params:
+            inner.names[param.name.value] = keywords.get(param.name.value)
+        for star in (definition.params.star_arg, definition.params.star_kwarg):
+            if isinstance(star, cst.Param):
+                inner.names[star.name.value] = None
+        if any(frame is definition for frame in self.lambda_frames):
+            return None  # f = lambda n: f(n - 1): read once
+        self.lambda_frames.append(definition)
+        try:
+            return self.expr(definition.body, inner)
+        finally:
+            self.lambda_frames.pop()
 
     def link_to_first_call(self, node: cst.Call, function: Value, positional: list, keywords: dict,
                            owner: Optional[Value]) -> None:

@@ -77,6 +77,14 @@ class TensorNotMoved(Rule):
             "model = torch.nn.Linear(784, 10).to(device)\ntest = torchvision.datasets.MNIST('.', train=False)\n"
             "test_x = (test.data.view(-1, 784).float()[:100] / 255.).to(device)\nprint(model(test_x).argmax(1))\n",
         ),
+        Invalid(  # a lambda is read at its call, with its arguments
+            "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "model = torch.nn.Linear(3, 1).to(device)\ncrit = lambda out, y: ((out - y) ** 2).mean()\n"
+            "target = torch.zeros(4, 1)\nloss = crit(model(torch.ones(4, 3, device=device)), target)\n",
+            "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "model = torch.nn.Linear(3, 1).to(device)\ncrit = lambda out, y: ((out - y) ** 2).mean()\n"
+            "target = torch.zeros(4, 1, device=device)\nloss = crit(model(torch.ones(4, 3, device=device)), target)\n",
+        ),
     ]
 
     def check(self, ctx: RuleContext) -> Iterator[Hit]:
