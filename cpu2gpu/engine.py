@@ -374,7 +374,8 @@ def _fixed_bytes(module: cst.Module, path: str, rules: Sequence[Rule], unsafe_fi
         return None
     edits = [edit for fix in fixes for edit in fix.edits]
     if any(fix.needs_device_setup for fix in fixes):
-        edits.extend(analysis.context.setup.setup_edits(module))
+        uses = [edit for fix in fixes if fix.needs_device_setup for edit in fix.edits]
+        edits.extend(analysis.context.setup.setup_edits(module, uses))
     new = apply_edits(module, edits).bytes
     problem = python_syntax_error(new)
     if problem and python_syntax_error(module.bytes):  # newer syntax than this Python's: libcst judges

@@ -11,6 +11,12 @@ from typing import Callable, Optional, Sequence, Union
 
 import libcst as cst
 
+# Comment lines that mark a place in the code rather than annotate the statement below them (a
+# notebook's cell starts and its IPython lines): an edit that moves a statement leaves them where
+# they are, and a section mark (a cell start) ends the import block that the device setup follows.
+PLACE_MARK = "# <cpu2gpu "
+SECTION_MARK = PLACE_MARK + "cell "
+
 
 @dataclass(eq=False)
 class Replace:
@@ -31,7 +37,8 @@ class InsertAfter:
 
 @dataclass(eq=False)
 class Remove:
-    """Take a statement out (it is inserted elsewhere by another edit)."""
+    """Take a statement out (it is inserted elsewhere by another edit). The place marks among its
+    leading lines, and the lines above them, stay where they were."""
 
     stmt: cst.CSTNode
 
@@ -160,26 +167,34 @@ class _ApplyEdits(cst.CSTTransformer):
             stmt = stmt.with_changes(leading_lines=[cst.EmptyLine()])
         return stmt
 
-    def _with_inserts(self, originals: Sequence[cst.CSTNode], updated: Sequence[cst.CSTNode]) -> list:
+    def _with_inserts(self, original_node: Union[cst.Module, cst.IndentedBlock],
+                      updated_node: Union[cst.Module, cst.IndentedBlock]):
         body: list = []
-        kept = iter(updated)
-        for original in originals:
+        kept = iter(updated_node.body)
+        staying: list[cst.EmptyLine] = []  # lines of removed statements that keep their place
+        for original in original_node.body:
             if id(original) in self.remove:
+                staying.extend(original.leading_lines[:marked_lines(original.leading_lines)])
                 continue
-            body.append(next(kept))
+            stmt = next(kept)
+            if staying:
+                stmt = stmt.with_changes(leading_lines=[*staying, *stmt.leading_lines])
+                staying = []
+            body.append(stmt)
             for edit in self.after.get(id(original), ()):
                 body.append(self._statement(edit.code, edit.blank_line_before))
-        return body
+        footer = [*staying, *updated_node.footer]
+        return updated_node.with_changes(body=body, footer=footer)
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
         if not any(id(s) in self.after or id(s) in self.remove for s in original_node.body):
             return updated_node
-        return updated_node.with_changes(body=self._with_inserts(original_node.body, updated_node.body))
+        return self._with_inserts(original_node, updated_node)
 
     def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock):
         if not any(id(s) in self.after or id(s) in self.remove for s in original_node.body):
             return updated_node
-        return updated_node.with_changes(body=self._with_inserts(original_node.body, updated_node.body))
+        return self._with_inserts(original_node, updated_node)
 
     def leave_For(self, original_node: cst.For, updated_node: cst.For):
         inserts = self.loop_start.get(id(original_node))
@@ -194,6 +209,15 @@ class _ApplyEdits(cst.CSTTransformer):
         return updated_node.with_changes(body=block.with_changes(body=[*new, *block.body]))
 
 
+def marked_lines(lines: Sequence[cst.EmptyLine]) -> int:
+    """How many of a statement's leading lines belong to its place, not to it: up to its last place mark."""
+    count = 0
+    for index, line in enumerate(lines):
+        if line.comment is not None and line.comment.value.startswith(PLACE_MARK):
+            count = index + 1
+    return count
+
+
 def apply_edits(module: cst.Module, edits: Sequence[Edit]) -> cst.Module:
     if not edits:
         return module
@@ -204,6 +228,15 @@ def apply_edits(module: cst.Module, edits: Sequence[Edit]) -> cst.Module:
 
 
 @dataclass
+class GpuFlag:
+    """A module-level ``use_cuda = torch.cuda.is_available() and ...``: the script's own choice of the GPU."""
+
+    name: str
+    stmt: cst.CSTNode
+    expression: str  # the device that follows it
+
+
+@dataclass
 class DeviceSetup:
     """Where the script's device comes from: a variable it has, or one the rewrite adds."""
 
@@ -211,10 +244,14 @@ class DeviceSetup:
     exists: bool
     torch_name: str = "torch"
     needs_import: bool = False
-    anchor: Optional[cst.CSTNode] = None  # statement to insert after; None: top of the file
+    anchor: Optional[cst.CSTNode] = None  # the imports of torch, to insert after; None: top of the file
+    # The leading imports (None: the top): where the setup goes, with an import of torch, when torch is
+    # imported only after the first statement that needs the device.
+    fallback: Optional[cst.CSTNode] = None
     hoist: Optional[cst.CSTNode] = None  # the script's own device statement, moved up to the anchor
-    expression: Optional[str] = None  # [tool.cpu2gpu] device-expression, instead of the default
-    blank_line: bool = True  # a blank line before the added device line (not when it follows a use_cuda flag)
+    expression: Optional[str] = None  # what a device fixed to the CPU becomes (CG205); None: the default
+    configured: Optional[str] = None  # [tool.cpu2gpu] device-expression, instead of the default
+    flag: Optional[GpuFlag] = None  # the added device follows it, if it comes before every use
 
     def can_hoist(self, stmt: cst.CSTNode, name: str) -> bool:
         """A device statement that reads nothing but torch can move up to the imports."""
@@ -223,21 +260,44 @@ class DeviceSetup:
         allowed = {self.torch_name, name, "True", "False", "None", "print"}
         return _free_names(stmt) <= allowed
 
-    def setup_edits(self, module: cst.Module) -> list[Edit]:
-        if self.hoist is not None:
-            moved = self.hoist.with_changes(
-                leading_lines=[cst.EmptyLine(), *[l for l in self.hoist.leading_lines if l.comment is not None]])
-            return [Remove(self.hoist), InsertAfter(self.anchor, moved)]
-        default = f'{self.torch_name}.device("cuda" if {self.torch_name}.cuda.is_available() else "cpu")'
-        code = f"{self.name} = {self.expression or default}"
-        lines = ([f"import {self.torch_name}"] if self.needs_import else []) + [code]
-        if self.anchor is None:
-            return [Replace(module, lambda m, lines=lines: _prepend(m, lines))]
+    def setup_edits(self, module: cst.Module, uses: Sequence[Edit] = ()) -> list[Edit]:
+        """The device added (or the script's own moved up) before ``uses``, the edits that read it."""
+        body = list(module.body)
+        # The leading imports come before any use; a flag or a later import of torch may not.
+        late = self.flag is not None or self.anchor is not self.fallback
+        first_use = _first_use(body, uses) if late else len(body)
+        if self.hoist is None and self.flag is not None and _index(body, self.flag.stmt) < first_use:
+            # Right after the flag, no blank line between: the two lines make one choice.
+            return [InsertAfter(self.flag.stmt, f"{self.name} = {self.flag.expression}")]
+        anchor, needs_import = self.anchor, self.needs_import
+        # torch is imported only after a use: import it again in the leading imports (a moved statement
+        # needs a statement to follow, so the script's own device is not moved to the top of the file).
+        if anchor is not self.fallback and _index(body, anchor) >= first_use \
+                and (self.hoist is None or self.fallback is not None):
+            anchor, needs_import = self.fallback, True
+        lines: list = [self._import_line()] if needs_import else []
         edits: list[Edit] = []
+        if self.hoist is not None:
+            edits.append(Remove(self.hoist))
+            lines.append(self.hoist.with_changes(leading_lines=[cst.EmptyLine(), *_comments_of(self.hoist)]))
+        else:
+            default = f'{self.torch_name}.device("cuda" if {self.torch_name}.cuda.is_available() else "cpu")'
+            lines.append(f"{self.name} = {self.configured or default}")
+        if anchor is None:
+            return [*edits, Replace(module, lambda m, lines=lines: _prepend(m, lines))]
         for index, line in enumerate(lines):
             is_device_line = index == len(lines) - 1
-            edits.append(InsertAfter(self.anchor, line, blank_line_before=is_device_line and self.blank_line))
+            edits.append(InsertAfter(anchor, line, blank_line_before=is_device_line and isinstance(line, str)))
         return edits
+
+    def _import_line(self) -> str:
+        return "import torch" if self.torch_name == "torch" else f"import torch as {self.torch_name}"
+
+
+def _comments_of(stmt: cst.CSTNode) -> list[cst.EmptyLine]:
+    """The comments above a statement that go with it when it moves (those below its place marks)."""
+    lines = stmt.leading_lines
+    return [line for line in lines[marked_lines(lines):] if line.comment is not None]
 
 
 def _prepend(module: cst.Module, lines: list[str]) -> cst.Module:
@@ -268,10 +328,67 @@ def _free_names(node: cst.CSTNode) -> set[str]:
     return names
 
 
+def _index(body: Sequence[cst.CSTNode], stmt: cst.CSTNode) -> int:
+    return next((index for index, s in enumerate(body) if s is stmt), len(body))
+
+
+def _edit_node(edit: Edit) -> cst.CSTNode:
+    if isinstance(edit, Replace):
+        return edit.node
+    if isinstance(edit, InsertAtLoopStart):
+        return edit.loop
+    return edit.stmt
+
+
+def _first_use(body: Sequence[cst.CSTNode], uses: Sequence[Edit]) -> int:
+    """The index of the first module-level statement that runs an edit of ``uses``: one that holds the
+    edit, or names a function or class defined above it whose code holds one (it runs when called)."""
+    targets = {id(_edit_node(edit)) for edit in uses}
+    if not targets:
+        return len(body)
+    users: set[str] = set()
+    for index, stmt in enumerate(body):
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            if _touches(stmt, targets, users, into_functions=True):
+                users.add(stmt.name.value)
+            # A class body runs where it stands; its methods when they are called.
+            if not isinstance(stmt, cst.ClassDef) or not _touches(stmt, targets, set(), into_functions=False):
+                continue
+            return index
+        if _touches(stmt, targets, users, into_functions=False):
+            return index
+    return len(body)
+
+
+def _touches(stmt: cst.CSTNode, targets: set[int], names: set[str], into_functions: bool) -> bool:
+    """Whether ``stmt`` holds one of the ``targets`` nodes or mentions one of ``names``."""
+    stack = [stmt]
+    while stack:
+        current = stack.pop()
+        if id(current) in targets or (isinstance(current, cst.Name) and current.value in names):
+            return True
+        if isinstance(current, cst.FunctionDef) and current is not stmt and not into_functions:
+            continue
+        stack.extend(current.children)
+    return False
+
+
 def _is_import_line(stmt: cst.CSTNode) -> bool:
     return isinstance(stmt, cst.SimpleStatementLine) and all(
         isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body
     )
+
+
+def _starts_section(stmt: cst.CSTNode) -> bool:
+    return any(line.comment is not None and line.comment.value.startswith(SECTION_MARK)
+               for line in stmt.leading_lines)
+
+
+def _end_of_imports(body: Sequence[cst.CSTNode], index: int) -> int:
+    """The last of the import lines that follow ``body[index]`` without a section mark between them."""
+    while index + 1 < len(body) and _is_import_line(body[index + 1]) and not _starts_section(body[index + 1]):
+        index += 1
+    return index
 
 
 def _is_docstring(stmt: cst.CSTNode) -> bool:
@@ -283,66 +400,84 @@ def _is_docstring(stmt: cst.CSTNode) -> bool:
     )
 
 
-def _imports_torch(stmt: cst.CSTNode, torch_name: str) -> bool:
+def _imports_torch(stmt: cst.CSTNode, torch_name: str, any_form: bool = False) -> bool:
+    """``import torch`` (under ``torch_name``); with ``any_form``, any import from torch too."""
     if not isinstance(stmt, cst.SimpleStatementLine):
         return False
     for small in stmt.body:
         if isinstance(small, cst.Import):
             for alias in small.names:
                 local = alias.evaluated_alias or alias.evaluated_name.split(".", 1)[0]
-                if local == torch_name:
+                if local == torch_name or (any_form and alias.evaluated_name.split(".", 1)[0] == "torch"):
                     return True
+        elif any_form and isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative:
+            if cst.Module([]).code_for_node(small.module).split(".", 1)[0] == "torch":
+                return True
     return False
 
 
 def plan_device_setup(module: cst.Module, torch_alias: Optional[str], names_in_use: set[str],
                       expression: Optional[str] = None) -> DeviceSetup:
-    """Where to put ``device = torch.device(...)`` and under which names."""
+    """Where to put ``device = torch.device(...)`` and under which names.
+
+    It goes after the imports of the cell (the section) that imports torch, so that a notebook run
+    from the top has it before any cell needs it; or right after the script's own GPU flag."""
     name = "device" if "device" not in names_in_use else "torch_device"
     torch_name = torch_alias or "torch"
     body = list(module.body)
-    index = 0
-    if body and _is_docstring(body[0]):
-        index = 1
-    anchor: Optional[cst.CSTNode] = body[0] if index else None
-    while index < len(body) and _is_import_line(body[index]):
-        anchor = body[index]
-        index += 1
+    start = 1 if body and _is_docstring(body[0]) else 0
+    leading = _end_of_imports(body, start) if start < len(body) and _is_import_line(body[start]) else start - 1
+    fallback = body[leading] if leading >= 0 else None
     needs_import = torch_alias is None
-    if not needs_import and not any(_imports_torch(s, torch_name) for s in body[:index]):
-        # torch is imported further down: the device line goes after the imports around it.
-        for position in range(index, len(body)):
-            if _imports_torch(body[position], torch_name):
-                while position + 1 < len(body) and _is_import_line(body[position + 1]):
-                    position += 1
-                anchor = body[position]
-                break
+    # Without `import torch` (only `from torch import nn`), the cell of the first import from torch.
+    torch_import = next((index for index in range(start, len(body))
+                         if _imports_torch(body[index], torch_name, any_form=needs_import)), None)
+    anchor = body[_end_of_imports(body, torch_import)] if torch_import is not None else fallback
     setup = DeviceSetup(name=name, exists=False, torch_name=torch_name, needs_import=needs_import, anchor=anchor,
-                        expression=expression)
-    flag = None if expression is not None or needs_import else _cuda_flag(body[index:], torch_name)
-    if flag is not None:
-        # use_cuda = torch.cuda.is_available() and not args.no_cuda: the device follows the flag.
-        flag_name, flag_stmt = flag
-        setup.anchor, setup.blank_line = flag_stmt, False
-        setup.expression = f'{torch_name}.device("cuda" if {flag_name} else "cpu")'
+                        fallback=fallback, expression=expression, configured=expression)
+    if expression is None and not needs_import:
+        setup.flag = _gpu_flag(body, torch_name)
+        if setup.flag is not None and not _torch_code_before(body, setup.flag.stmt, torch_name):
+            # A device fixed to the CPU (CG205) comes after the flag: it can follow the flag too.
+            setup.expression = setup.flag.expression
     return setup
 
 
-def _cuda_flag(statements: Sequence[cst.CSTNode], torch_name: str) -> Optional[tuple[str, cst.CSTNode]]:
-    """A module-level ``use_cuda = ... torch.cuda.is_available() ...`` that comes before any code
-    that builds tensors or models, so a device line right after it is in time for all of them."""
-    for stmt in statements:
-        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+# Names that say a flag is about the GPU: use_cuda, args.cuda, is_cuda, train_on_gpu, use_gpu, gpu_available...
+_GPU_WORDS = ("cuda", "gpu")
+
+
+def _gpu_flag(body: Sequence[cst.CSTNode], torch_name: str) -> Optional[GpuFlag]:
+    """The first module-level ``flag = torch.cuda.is_available() [and ...]`` whose name is about the GPU."""
+    for stmt in body:
+        if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
+                and isinstance(stmt.body[0], cst.Assign) and len(stmt.body[0].targets) == 1):
             continue
-        code = cst.Module([]).code_for_node(stmt)
-        if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign) \
-                and len(stmt.body[0].targets) == 1 and f"{torch_name}.cuda.is_available()" in code \
-                and not isinstance(stmt.body[0].value, (cst.Call, cst.IfExp)):
-            target = stmt.body[0].targets[0].target
-            name = cst.Module([]).code_for_node(target)
-            if isinstance(target, (cst.Name, cst.Attribute)) and "cuda" in name.lower():
-                return name, stmt
-        mentions = code.count(f"{torch_name}.") - code.count(f"{torch_name}.manual_seed")
-        if mentions > 0:
-            return None  # torch code before any flag: the device goes after the imports
+        target = stmt.body[0].targets[0].target
+        word = target.value if isinstance(target, cst.Name) else \
+            target.attr.value if isinstance(target, cst.Attribute) else ""
+        if any(w in word.lower() for w in _GPU_WORDS) and _chooses_gpu(stmt.body[0].value, torch_name):
+            flag = cst.Module([]).code_for_node(target)
+            return GpuFlag(flag, stmt, f'{torch_name}.device("cuda" if {flag} else "cpu")')
     return None
+
+
+def _chooses_gpu(value: cst.BaseExpression, torch_name: str) -> bool:
+    """Whether ``value`` says "use CUDA": ``torch.cuda.is_available()`` alone or joined by ``and``/``or``
+    (``not args.no_cuda and torch.cuda.is_available()``). Under ``not`` it says the opposite, and
+    ``"cuda" if torch.cuda.is_available() else "cpu"`` is a device, not a flag."""
+    if isinstance(value, cst.BooleanOperation):
+        return _chooses_gpu(value.left, torch_name) or _chooses_gpu(value.right, torch_name)
+    return isinstance(value, cst.Call) and not value.args \
+        and cst.Module([]).code_for_node(value.func) == f"{torch_name}.cuda.is_available"
+
+
+def _torch_code_before(body: Sequence[cst.CSTNode], stmt: cst.CSTNode, torch_name: str) -> bool:
+    """Whether module-level code above ``stmt`` (imports, functions and classes aside) calls into torch."""
+    for current in body[:_index(body, stmt)]:
+        if isinstance(current, (cst.FunctionDef, cst.ClassDef)) or _is_import_line(current):
+            continue
+        code = cst.Module([]).code_for_node(current)
+        if code.count(f"{torch_name}.") - code.count(f"{torch_name}.manual_seed") > 0:
+            return True
+    return False

@@ -23,12 +23,15 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence, Union
 
 from .engine import Finding, SourceError, check_module, fix_module, parse
+from .fixes import PLACE_MARK, SECTION_MARK
 from .rules import Rule
 
 NOTEBOOK_SUFFIX = ".ipynb"
 
-_CELL_MARK = "# <cpu2gpu cell {token} {number}>"
-_MAGIC_MARK = "# <cpu2gpu magic {token} {number}>"
+# Place marks: a fix that moves a statement leaves them in their cell, and the device setup goes
+# into the cell that imports torch (a cell mark ends an import block).
+_CELL_MARK = SECTION_MARK + "{token} {number}>"
+_MAGIC_MARK = PLACE_MARK + "magic {token} {number}>"
 
 # Lines IPython rewrites before Python sees them.
 _LINE_MAGIC = re.compile(r"^\s*(?:%%?[A-Za-z_]|!(?!=)|\?)")

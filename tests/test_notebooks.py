@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 
+from cpu2gpu import rewrite_source
 from cpu2gpu.engine import SourceError, select_rules
 from cpu2gpu.notebook import check_notebook, load, rewrite_notebook
 
@@ -15,6 +16,12 @@ from .conftest import FIXTURES
 
 NOTEBOOK = FIXTURES / "notebooks" / "linear_regression.ipynb"
 EXPECTED = FIXTURES / "notebooks" / "linear_regression.expected.ipynb"
+# Each fixture notebook beside its expected rewrite (NAME.expected.ipynb).
+NOTEBOOKS = sorted(p for p in (FIXTURES / "notebooks").glob("*.ipynb") if not p.name.endswith(".expected.ipynb"))
+
+
+def _expected(notebook):
+    return notebook.with_name(notebook.stem + ".expected.ipynb")
 
 
 def _notebook(*sources, indent=1, as_lines=True, **top) -> bytes:
@@ -43,12 +50,13 @@ def test_json_findings_have_a_cell_field(cli):
     assert (model["cell"], model["line"], model["column"], model["end_line"]) == (5, 1, 9, 1)
 
 
-def test_rewrite_equals_the_expected_notebook(tmp_path, cli):
-    path = tmp_path / NOTEBOOK.name
-    shutil.copy(NOTEBOOK, path)
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_rewrite_equals_the_expected_notebook(tmp_path, cli, notebook):
+    path = tmp_path / notebook.name
+    shutil.copy(notebook, path)
     code, _, err = cli("rewrite", "--in-place", str(path))
     assert code == 0, err
-    assert path.read_bytes() == EXPECTED.read_bytes()
+    assert path.read_bytes() == _expected(notebook).read_bytes()
 
 
 def test_rewritten_notebook_validates_with_nbformat():
@@ -76,10 +84,12 @@ def test_byte_diff_shows_only_changed_cell_sources():
     assert after["cells"][2]["source"][-1] == 'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")'
 
 
-def test_rewrite_is_idempotent(cli, tmp_path):
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_rewrite_is_idempotent(cli, tmp_path, notebook):
+    expected = _expected(notebook).read_bytes()
     path = tmp_path / "nb.ipynb"
-    path.write_bytes(EXPECTED.read_bytes())
-    assert rewrite_notebook(EXPECTED.read_bytes(), str(path), select_rules()) == EXPECTED.read_bytes()
+    path.write_bytes(expected)
+    assert rewrite_notebook(expected, str(path), select_rules()) == expected
     code, out, _ = cli("check", str(path))
     assert (code, out.strip()) == (0, "All checks passed!")
     assert cli("rewrite", "--check", str(path))[0] == 0
@@ -171,3 +181,100 @@ def test_folders_include_notebooks(cli, tmp_path):
     shutil.copy(NOTEBOOK, tmp_path / ".ipynb_checkpoints" / "nb-checkpoint.ipynb")
     _, out, _ = cli("check", "--output-format", "json", "--no-cache", str(tmp_path))
     assert {d["path"] for d in json.loads(out)} == {str(tmp_path / "nb.ipynb")}
+
+
+def _rewritten_cells(*sources) -> list[str]:
+    new = rewrite_notebook(_notebook(*sources), "nb.ipynb", select_rules())
+    assert rewrite_notebook(new, "nb.ipynb", select_rules()) == new  # a fixed point
+    assert [f.code for f in check_notebook(new, "nb.ipynb", select_rules()) if f.code.startswith("CG1")] == []
+    return ["".join(cell["source"]) for cell in json.loads(new)["cells"]]
+
+
+DEFAULT_DEVICE = 'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")'
+
+
+def test_a_device_chosen_in_a_later_cell_moves_up_to_the_torch_imports_cell():
+    # The cell marks and the IPython line stay in their cells; the comment moves with its statement.
+    cells = _rewritten_cells(
+        "import numpy as np\nimport torch",
+        "import torch.nn as nn",
+        "x = torch.randn(8, 3)\nmodel = nn.Linear(3, 1)",
+        "%%time\n# the GPU when there is one\n" + DEFAULT_DEVICE + "\nprint(device)",
+        "out = model(x)",
+        DEFAULT_DEVICE.replace("device =", "other ="),
+    )
+    assert cells == [
+        "import numpy as np\nimport torch\n\n# the GPU when there is one\n" + DEFAULT_DEVICE,
+        "import torch.nn as nn",
+        "x = torch.randn(8, 3, device=device)\nmodel = nn.Linear(3, 1).to(device)",
+        "%%time\nprint(device)",
+        "out = model(x)",
+        DEFAULT_DEVICE.replace("device =", "other ="),
+    ]
+
+
+def test_a_device_chosen_alone_in_the_last_cell_leaves_that_cell_empty():
+    cells = _rewritten_cells("import torch", "model = torch.nn.Linear(3, 1)\nmodel(torch.ones(3))", DEFAULT_DEVICE)
+    assert cells == ["import torch\n\n" + DEFAULT_DEVICE, "model = torch.nn.Linear(3, 1).to(device)\n"
+                     "model(torch.ones(3, device=device))", ""]
+
+
+def test_the_device_setup_goes_into_the_cell_that_imports_torch():
+    for first in ("import numpy as np", "%matplotlib inline\nimport os\nos.environ['X'] = '1'"):
+        cells = _rewritten_cells(first, "import torch\nimport torch.nn as nn", "import matplotlib.pyplot as plt",
+                                 "model = nn.Linear(3, 1)\nout = model(torch.randn(2, 3))")
+        assert cells == [first, "import torch\nimport torch.nn as nn\n\n" + DEFAULT_DEVICE,
+                         "import matplotlib.pyplot as plt",
+                         "model = nn.Linear(3, 1).to(device)\nout = model(torch.randn(2, 3, device=device))"]
+
+
+def test_torch_imported_after_its_first_use_gets_the_setup_and_an_import_before_that_use():
+    cells = _rewritten_cells("import torch.nn as nn", "model = nn.Linear(3, 1)",
+                             "import torch\nout = model(torch.randn(2, 3))")
+    assert cells == ["import torch.nn as nn\nimport torch\n\n" + DEFAULT_DEVICE, "model = nn.Linear(3, 1).to(device)",
+                     "import torch\nout = model(torch.randn(2, 3, device=device))"]
+
+
+@pytest.mark.parametrize("flag", ["train_on_gpu", "use_gpu", "use_cuda", "cuda", "is_cuda", "gpu_available",
+                                  "USE_CUDA", "args.cuda"])
+def test_a_gpu_flag_in_a_later_cell_chooses_the_device_right_after_it(flag):
+    setup = "import argparse\nargs = argparse.Namespace()\n" if "." in flag else ""
+    cells = _rewritten_cells(
+        setup + "import torch\nimport torch.nn as nn",
+        f"# check if CUDA is available\n{flag} = torch.cuda.is_available()\nif not {flag}:\n    print('CPU only')",
+        "model = nn.Linear(3, 1)\nout = model(torch.randn(2, 3))",
+    )
+    assert cells[0] == setup + "import torch\nimport torch.nn as nn"
+    assert cells[1] == (f"# check if CUDA is available\n{flag} = torch.cuda.is_available()\n"
+                        f'device = torch.device("cuda" if {flag} else "cpu")\nif not {flag}:\n    print(\'CPU only\')')
+
+
+def test_a_gpu_flag_set_after_the_device_is_needed_is_not_followed():
+    # The model is built before the flag: the device cannot wait for it (here torch.nn hides the torch code).
+    cells = _rewritten_cells("import torch\nimport torch.nn as nn", "model = nn.Linear(3, 1)",
+                             "use_gpu = torch.cuda.is_available()", "out = model(torch.randn(2, 3))")
+    assert cells[:3] == ["import torch\nimport torch.nn as nn\n\n" + DEFAULT_DEVICE,
+                         "model = nn.Linear(3, 1).to(device)", "use_gpu = torch.cuda.is_available()"]
+
+
+def test_a_flag_that_is_not_a_gpu_choice_is_not_followed():
+    for line in ("no_cuda = not torch.cuda.is_available()",
+                 "gpu_count = torch.cuda.device_count() if torch.cuda.is_available() else 0",
+                 "ready = torch.cuda.is_available()"):
+        cells = _rewritten_cells("import torch\n" + line, "model = torch.nn.Linear(3, 1)\nmodel(torch.ones(3))")
+        assert cells[0] == "import torch\n\n" + DEFAULT_DEVICE + "\n" + line
+
+
+def test_a_script_with_a_gpu_flag_gets_one_device_that_follows_it():
+    source = ("import torch\nimport torch.nn as nn\n\ntrain_on_gpu = torch.cuda.is_available()\n\n"
+              "model = nn.Linear(3, 1)\nout = model(torch.randn(2, 3))\n")
+    assert rewrite_source(source) == (
+        "import torch\nimport torch.nn as nn\n\ntrain_on_gpu = torch.cuda.is_available()\n"
+        'device = torch.device("cuda" if train_on_gpu else "cpu")\n\n'
+        "model = nn.Linear(3, 1).to(device)\nout = model(torch.randn(2, 3, device=device))\n")
+    # A flag set after the model is built comes too late for it.
+    late = ("import torch\nimport torch.nn as nn\n\nmodel = nn.Linear(3, 1)\n"
+            "use_cuda = torch.cuda.is_available() and True\n")
+    assert rewrite_source(late + "out = model(torch.randn(2, 3))\n") == (
+        "import torch\nimport torch.nn as nn\n\n" + DEFAULT_DEVICE + "\n\nmodel = nn.Linear(3, 1).to(device)\n"
+        "use_cuda = torch.cuda.is_available() and True\nout = model(torch.randn(2, 3, device=device))\n")
