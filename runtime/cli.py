@@ -30,8 +30,8 @@ EXIT_CODES = {"pass": 0, "fail": 1, "error": 2, "needs-data": 3}
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed for torch, random and numpy, the same in every run.")
 @click.option("--rtol", type=click.FloatRange(min=0.0), default=None,
-              help="Relative tolerance for the step-by-step loss comparison "
-                   "[default: 1e-5 for cpu and sim, 2e-2 for cuda].")
+              help="Tolerance of the step-by-step loss comparison: |a-b| <= rtol*max(|a|,|b|) + atol, "
+                   "atol = rtol times the original's mean |loss| [default: 1e-5 for cpu and sim, 2e-2 for cuda].")
 @click.option("--jobs", type=click.IntRange(min=1), default=None,
               help="Runs at a time [default: half the CPU cores, at least 1].")
 @click.option("--output-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
@@ -41,8 +41,13 @@ EXIT_CODES = {"pass": 0, "fail": 1, "error": 2, "needs-data": 3}
               help="Replace the data sets verify knows (torchvision, Hugging Face, torchaudio, sklearn fetch_*) "
                    "by small deterministic stand-ins, the same in every run; a file the script reads that is "
                    "not here gives the verdict needs-data (exit 3).")
+@click.option("--clean-env", is_flag=True,
+              help="Start each run with a minimal environment (PATH, locale, CUDA and library paths; HOME and "
+                   "TMPDIR inside the run's folder) instead of this one's.")
+@click.option("--env-allow", "env_allow", multiple=True, metavar="NAME",
+              help="With --clean-env, also pass this variable (a pattern: WANDB_*); repeatable.")
 def verify(script, script_args, against, device, max_steps, timeout, seed, rtol, jobs, output_format,
-           show_output, keep_workdirs, synthetic_data):
+           show_output, keep_workdirs, synthetic_data, clean_env, env_allow):
     """Run SCRIPT under instrumentation and show that it trains on the device,
     falls back to the CPU, and (with --against) learns the same as the original.
 
@@ -50,6 +55,9 @@ def verify(script, script_args, against, device, max_steps, timeout, seed, rtol,
     (and to the original); put them after "--" when their names clash.
     Exit codes: 0 pass, 1 fail, 2 error, 3 needs data (--synthetic-data).
     """
+    if env_allow and not clean_env:
+        click.echo("cpu2gpu verify: --env-allow needs --clean-env (without it every variable is passed)", err=True)
+        raise SystemExit(2)
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -62,7 +70,8 @@ def verify(script, script_args, against, device, max_steps, timeout, seed, rtol,
     try:
         report = run_verify(script, script_args, against=against, device=device, max_steps=max_steps,
                             seed=seed, timeout=timeout, jobs=jobs, rtol=rtol, keep=keep_workdirs,
-                            show_output=show_output, synthetic_data=synthetic_data)
+                            show_output=show_output, synthetic_data=synthetic_data, clean_env=clean_env,
+                            env_allow=env_allow)
     except VerifyError as e:
         click.echo(f"cpu2gpu verify: {e}", err=True)
         raise SystemExit(2)

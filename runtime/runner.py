@@ -17,6 +17,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+from .environment import child_environment
+
 # Folders a script does not read and that can be large.
 SKIP_DIRS = {
     ".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "node_modules", ".tox", ".nox",
@@ -152,7 +154,7 @@ def _failed_result(spec: RunSpec, status: str, message: str) -> dict:
 
 
 def run(spec: RunSpec, *, max_steps=None, seed=0, timeout=600.0, cwd=None, keep=False,
-        show_output=False, threads=None, synthetic_data=False) -> dict:
+        show_output=False, threads=None, synthetic_data=False, clean_env=False, env_allow=()) -> dict:
     """Run one script in a fresh child process; return its result dict."""
     cwd = os.path.abspath(cwd or os.getcwd())
     script = os.path.abspath(spec.script)
@@ -173,7 +175,7 @@ def run(spec: RunSpec, *, max_steps=None, seed=0, timeout=600.0, cwd=None, keep=
     if synthetic_data:
         cmd.append("--synthetic-data")
     cmd += ["--", run_script, *spec.args]
-    env = dict(os.environ)
+    env = child_environment(os.environ, clean_env, env_allow, home=os.path.join(tmp, "home"))
     env.setdefault("PYTHONHASHSEED", "0")  # same set/dict orders in every run
     env["PYTHONUNBUFFERED"] = "1"
     if spec.mode == "cpu":

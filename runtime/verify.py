@@ -139,7 +139,8 @@ def needed_data(specs: list, results: list) -> list:
 
 
 def verify(script: str, args=(), *, against=None, device="auto", max_steps=None, seed=0, timeout=600.0,
-           jobs=None, rtol=None, cwd=None, keep=False, show_output=False, synthetic_data=False) -> dict:
+           jobs=None, rtol=None, cwd=None, keep=False, show_output=False, synthetic_data=False,
+           clean_env=False, env_allow=()) -> dict:
     """Run `script` (and `against`) as planned; return the whole report as data."""
     for path in filter(None, (script, against)):
         if not os.path.isfile(path):
@@ -155,7 +156,8 @@ def verify(script: str, args=(), *, against=None, device="auto", max_steps=None,
 
     def one(spec):
         return run(spec, max_steps=max_steps, seed=seed, timeout=timeout, cwd=cwd, keep=keep,
-                   show_output=show_output, threads=threads, synthetic_data=synthetic_data)
+                   show_output=show_output, threads=threads, synthetic_data=synthetic_data,
+                   clean_env=clean_env, env_allow=tuple(env_allow))
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         results = list(pool.map(one, specs))
@@ -163,5 +165,5 @@ def verify(script: str, args=(), *, against=None, device="auto", max_steps=None,
     out["runs"] = [dict(r, label=s.label, role=s.role, script=s.script) for s, r in zip(specs, results)]
     out["settings"] = {"script": script, "against": against, "args": list(args), "device": device,
                        "max_steps": max_steps, "seed": seed, "timeout": timeout, "jobs": jobs,
-                       "synthetic_data": synthetic_data}
+                       "synthetic_data": synthetic_data, "clean_env": clean_env, "env_allow": list(env_allow)}
     return out
