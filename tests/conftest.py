@@ -8,6 +8,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 
+# The one time limit of the tests that are not about time limits: it only stops a run that hangs,
+# so that a hang fails the test instead of blocking the suite. It is far above what a busy
+# machine takes (the slowest single run, the corpus's plain CPU runs, takes minutes at most), so
+# no pass depends on it. Tests about timeouts (verify's hang fixture) set their own.
+HANG_GUARD_S = 900
+
 
 @pytest.fixture
 def cli():

@@ -2,6 +2,10 @@
 
 The whole corpus is ``python benchmarks/corpus_run.py``; this runs every Nth file of the same
 sorted list through the same checks, in two processes. torch is read as text, never imported.
+
+Two tiers: the default run takes every DEFAULT_EVERY-th file (both roots, files that mention
+torch and files that do not), the slow tier (``pytest -m slow``) the other files of the
+every-SAMPLE_EVERY-th sample; both together take that whole sample once.
 """
 
 from __future__ import annotations
@@ -14,6 +18,10 @@ import pytest
 from .conftest import ROOT
 
 SAMPLE_EVERY = 14  # about 290 files of the ~4000
+DEFAULT_EVERY = SAMPLE_EVERY * 5  # about 60 of them, the default tier's; the slow tier takes the rest
+assert DEFAULT_EVERY % SAMPLE_EVERY == 0  # (so that the default tier's files are files of the sample)
+# What each tier's files must include at least: (files, files that mention torch, files that do not).
+AT_LEAST = {"default": (40, 20, 20), "others": (100, 30, 30)}
 
 
 def load_corpus_run():
@@ -27,20 +35,27 @@ def load_corpus_run():
 corpus_run = load_corpus_run()
 
 
+@pytest.fixture(scope="module", params=["default", pytest.param("others", marks=pytest.mark.slow)])
+def tier(request):
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def outcomes():
+def outcomes(tier):
     torch_root = corpus_run.torch_package()
     if torch_root is None:
         pytest.skip("torch is not installed: no torch sources to read")
     files = corpus_run.corpus_files([corpus_run.standard_library(), torch_root])
-    sample = files[::SAMPLE_EVERY]
+    default = files[::DEFAULT_EVERY]
+    sample = default if tier == "default" else sorted(set(files[::SAMPLE_EVERY]) - set(default), key=files.index)
     return corpus_run.run(sample, workers=2)
 
 
-def test_sample_covers_both_roots(outcomes):
-    assert len(outcomes) > 100
-    assert sum(o.mentions_torch for o in outcomes) > 30
-    assert sum(not o.mentions_torch for o in outcomes) > 30
+def test_sample_covers_both_roots(outcomes, tier):
+    files, torch_files, other_files = AT_LEAST[tier]
+    assert len(outcomes) > files
+    assert sum(o.mentions_torch for o in outcomes) > torch_files
+    assert sum(not o.mentions_torch for o in outcomes) > other_files
 
 
 @pytest.mark.parametrize("problem", corpus_run.PROBLEMS)

@@ -19,16 +19,17 @@ import pytest
 
 from cpu2gpu.parallel import ordered_map
 
-from .conftest import ROOT
+from .conftest import HANG_GUARD_S, ROOT
 
 CPU_SCRIPT = "import torch\nmodel = torch.nn.Linear(1, 1)\nmodel(torch.ones(1))\n"
 GOOD_LINE = ":2:9: CG101"  # what CPU_SCRIPT reports
 
 
-def _run(*args: str, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:
-    """``python -m cpu2gpu ...`` in a real process (a crash or a signal must not take pytest along)."""
+def _run(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    """``python -m cpu2gpu ...`` in a real process (a crash or a signal must not take pytest along;
+    a hang fails the test at the guard instead of blocking the suite)."""
     return subprocess.run([sys.executable, "-m", "cpu2gpu", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=kwargs.pop("cwd", ROOT), **kwargs)
+                          timeout=HANG_GUARD_S, cwd=kwargs.pop("cwd", ROOT), **kwargs)
 
 
 def _one_error_line(err: str, path) -> str:
@@ -171,7 +172,8 @@ def test_a_file_that_crashes_its_worker_is_reported_and_the_others_checked(tmp_p
         checking.analyse = crashing
         main(["check", "--no-cache", "-j", "2", {str(tmp_path)!r}])
     """)
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=HANG_GUARD_S,
+                            cwd=ROOT)
     assert result.returncode == 2, result.stderr
     line = _one_error_line(result.stderr, tmp_path / "train_07.py")
     assert "crashed" in line
@@ -292,7 +294,7 @@ def test_a_fifo_in_a_walked_folder_is_skipped(tmp_path):
     (tmp_path / "train.py").write_text(CPU_SCRIPT)
     os.mkfifo(tmp_path / "pipe.py")
     os.mkfifo(tmp_path / "pipe.ipynb")
-    result = _run("check", "--no-cache", str(tmp_path), timeout=30)  # (a hang fails, it does not block)
+    result = _run("check", "--no-cache", str(tmp_path))  # (a hang fails at the guard, it does not block)
     assert (result.returncode, result.stderr) == (1, "")
     assert f"{tmp_path / 'train.py'}{GOOD_LINE}" in result.stdout
 
@@ -303,7 +305,7 @@ def test_a_named_file_that_is_not_a_regular_file_is_refused(tmp_path, command):
     os.mkfifo(pipe)
     good = tmp_path / "good.py"
     good.write_text(CPU_SCRIPT)
-    result = _run(*command, "/dev/zero", str(pipe), str(good), timeout=30)
+    result = _run(*command, "/dev/zero", str(pipe), str(good))
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == ["/dev/zero: error: not a regular file",
                                                   f"{pipe}: error: not a regular file"]
@@ -326,15 +328,15 @@ def test_workers_die_with_their_parent(tmp_path):
     workers: list[int] = []
     try:
         assert process.stdout.readline() == "started\n"
-        deadline = time.monotonic() + 60  # (a guard against a hang, not a measure: this takes a moment)
+        deadline = time.monotonic() + HANG_GUARD_S  # (a guard against a hang, not a measure: this takes a moment)
         while len(list(pids.iterdir())) < 2 and time.monotonic() < deadline:  # both workers run an item
             assert process.poll() is None
             time.sleep(0.01)
         workers = [int(p.name) for p in pids.iterdir()]
         assert len(workers) == 2
         process.send_signal(signal.SIGTERM)
-        process.wait(timeout=60)
-        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline + 60:
+        process.wait(timeout=HANG_GUARD_S)
+        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline + HANG_GUARD_S:
             time.sleep(0.01)
         assert not [pid for pid in workers if _alive(pid)], "workers outlived their parent"
     finally:
@@ -423,5 +425,5 @@ sys.argv = ["cpu2gpu", "check", "nothing.py"]
 ])
 def test_sigint_during_start_up_exits_130_quietly(start):
     result = subprocess.run([sys.executable, "-c", _INTERRUPT_ON_IMPORT + start], capture_output=True, text=True,
-                            timeout=120, cwd=ROOT)
+                            timeout=HANG_GUARD_S, cwd=ROOT)
     assert (result.returncode, result.stderr) == (130, "")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
@@ -112,11 +114,24 @@ def test_every_node_of_nested_blocks_headers_and_clauses_matches_the_whole_file(
     _assert_same_as_whole_file(NESTED.replace("\n", "\r\n"), one_at_a_time=True)
 
 
-def test_every_node_of_every_fixture_matches_the_whole_file():
-    from pathlib import Path
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURE_FILES = sorted(FIXTURES.rglob("*.py"))
+DEFAULT_EVERY = 8  # the default tier: every 8th file of each fixtures folder (its first among them)
 
-    files = sorted((Path(__file__).resolve().parent.parent / "fixtures").rglob("*.py"))
-    assert len(files) > 50
+
+def _tier(name: str) -> list:
+    by_folder: dict = {}
+    for path in FIXTURE_FILES:
+        by_folder.setdefault(path.relative_to(FIXTURES).parts[0], []).append(path)
+    default = [path for files in by_folder.values() for path in files[::DEFAULT_EVERY]]
+    return default if name == "default" else [path for path in FIXTURE_FILES if path not in default]
+
+
+# Every fixture in both tiers together: a sample of every folder by default, the others in the slow tier.
+@pytest.mark.parametrize("tier", ["default", pytest.param("others", marks=pytest.mark.slow)])
+def test_every_node_of_every_fixture_matches_the_whole_file(tier):
+    assert len(FIXTURE_FILES) > 50
+    files = _tier(tier)
     for path in files:
         source = path.read_bytes()
         if b"cpu2gpu-fixture: unparsable" in source:

@@ -52,6 +52,34 @@ def hook_repo(tmp_path, env):
     return project, _git(project, "rev-parse", "HEAD", env=env).strip()
 
 
+def test_the_hooks_entries_refuse_the_files_and_rewrite_fixes_them(tmp_path, cli):
+    """The default tier's stand-in for the slow test below: each hook's entry, as pre-commit would
+    run it (the files as arguments), without pre-commit's environment and commits."""
+    import shlex
+
+    import yaml
+
+    hooks = {hook["id"]: hook for hook in yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())}
+    check, rewrite = (shlex.split(hooks[name]["entry"]) for name in ("cpu2gpu-check", "cpu2gpu-rewrite"))
+    assert check[0] == rewrite[0] == "cpu2gpu"
+    (tmp_path / "train.py").write_text(CPU_SCRIPT)
+    shutil.copy(FIXTURES / "notebooks" / "linear_regression.ipynb", tmp_path / "notebook.ipynb")
+    files = [str(tmp_path / "train.py"), str(tmp_path / "notebook.ipynb")]
+
+    code, out, _ = cli(*check[1:], *files)
+    assert code == 1, out
+    assert "train.py:3:9: CG101" in out and "notebook.ipynb:cell 5:1:9: CG101" in out
+    code, _, err = cli(*rewrite[1:], *files)
+    assert code == 1, err  # it changed the files: the commit is refused, as formatters refuse it
+    assert "model = torch.nn.Linear(1, 1).to(device)" in (tmp_path / "train.py").read_text()
+    assert (tmp_path / "notebook.ipynb").read_bytes() == (
+        FIXTURES / "notebooks" / "linear_regression.expected.ipynb").read_bytes()
+    assert cli(*check[1:], *files)[0] == 0
+    assert cli(*rewrite[1:], *files)[0] == 0
+
+
+# pre-commit builds the hooks' environment (a virtual environment, pip install of this project): minutes
+@pytest.mark.slow
 def test_check_refuses_the_commit_and_rewrite_fixes_it(tmp_path, env, hook_repo):
     project, rev = hook_repo
     work = tmp_path / "work"

@@ -15,7 +15,7 @@ import pytest
 from cpu2gpu import rewrite_source
 from cpu2gpu.writing import TEMP_SUFFIX, WriteError, write_atomic, write_rewrite
 
-from .conftest import ROOT
+from .conftest import HANG_GUARD_S, ROOT
 
 CPU_SCRIPT = "import torch\nmodel = torch.nn.Linear(1, 1)\nmodel(torch.ones(1))\n"
 REWRITTEN = rewrite_source(CPU_SCRIPT)
@@ -303,7 +303,7 @@ def test_interrupted_run_leaves_each_file_old_or_new(tmp_path, signum):
         assert first.startswith("Rewrote"), first
         time.sleep(delay_after_first)
         process.send_signal(signum)
-        process.communicate(timeout=120)
+        process.communicate(timeout=HANG_GUARD_S)
         states = []
         for path, (old, new) in files.items():
             data = path.read_bytes()
@@ -331,7 +331,7 @@ def test_signal_during_a_write_is_delivered_after_the_rename(tmp_path):
         f"w.write_atomic({str(path)!r}, {REWRITTEN.encode()!r})\n"
         "print('not reached', flush=True)\n"
     )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert result.returncode == -signal.SIGTERM
     assert result.stdout == "renamed\n"
     assert path.read_text() == REWRITTEN

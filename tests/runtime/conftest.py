@@ -4,9 +4,7 @@ import pytest
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "runtime")
 
-
-def pytest_configure(config):
-    config.addinivalue_line("markers", "runtime: runs scripts under cpu2gpu verify (needs torch; spawns processes)")
+# The markers (runtime, slow) are registered in pyproject.toml.
 
 
 @pytest.fixture(autouse=True)

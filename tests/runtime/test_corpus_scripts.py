@@ -6,6 +6,11 @@ the expected file forgot shows up here even though the static pair test cannot s
 All runs of all pairs go through one pool of two workers. Importing torch is most of a small
 script's time, so the plain runs share one import per worker (a forking runner), and verify runs
 each pair for at most MAX_STEPS steps.
+
+Two tiers: the default run checks a fixed sample of the pairs (SAMPLE: at least one pair for every
+rule the corpus's originals trigger, and one that triggers none; a static test keeps it so), the
+slow tier (`pytest -m slow`) checks the other pairs, in two halves. Both tiers together check
+every pair once.
 """
 
 from __future__ import annotations
@@ -19,10 +24,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from ..conftest import FIXTURES
+from ..conftest import FIXTURES, HANG_GUARD_S
 
 pytest.importorskip("torch")
 
+import cpu2gpu  # noqa: E402
 from cpu2gpu.runtime.verify import verify  # noqa: E402
 
 pytestmark = pytest.mark.runtime
@@ -31,7 +37,17 @@ SCRIPTS = FIXTURES / "scripts"
 PAIRS = sorted(p for p in SCRIPTS.glob("*.py") if not p.name.endswith(".expected.py")
                and p.with_name(p.stem + ".expected.py").exists())
 WORKERS = 2
-TIMEOUT = 240
+# The default tier's pairs, fixed: the rules their originals trigger (cpu2gpu check), together
+# every rule the corpus triggers (test_the_sample_covers_every_rule_of_the_corpus).
+SAMPLE = (
+    "03_argparse_no_cuda",  # CG101 CG103 CG108 CG301: --no-cuda parsed, never wired
+    "07_rnn_init_hidden",  # CG101 CG102 CG104: an RNN's hidden state made on the CPU
+    "08_plain_tensor_attribute",  # CG101 CG102 CG105: a plain tensor attribute of a module
+    "14_official_style",  # nothing to report: already device-agnostic
+    "15_half_migrated",  # CG103 CG106: half migrated, the loss weight left behind
+    "28_load_full_model",  # CG102 CG202: torch.load of a whole model without map_location
+    "29_numpy_arrays_loop",  # CG101 CG102 CG107: .numpy() of a device tensor
+)
 # Enough steps to show the losses agree; keeps the slower pairs (conv, attention) short under sim.
 MAX_STEPS = 12
 # Correct migrations that verify fails today, each with why. Kept strict: the test fails once
@@ -87,7 +103,7 @@ def _plain_batch(scripts):
             os.mkdir(cwd)
             plan.append((str(script), os.path.join(tmp, f"{i}.out"), os.path.join(tmp, f"{i}.err"), cwd))
         proc = subprocess.run([sys.executable, "-c", _FORKING_RUNNER, json.dumps(plan)], capture_output=True,
-                              text=True, env=env, timeout=TIMEOUT * 2)
+                              text=True, env=env, timeout=HANG_GUARD_S)
         assert proc.returncode == 0, proc.stderr[-3000:]
         codes = json.loads(proc.stdout.splitlines()[-1])
         out = {}
@@ -99,7 +115,7 @@ def _plain_batch(scripts):
 
 def _sim(path):
     return verify(str(_expected(path)), against=str(path), device="sim", max_steps=MAX_STEPS, jobs=1,
-                  timeout=TIMEOUT, cwd=str(SCRIPTS))
+                  timeout=HANG_GUARD_S, cwd=str(SCRIPTS))
 
 
 def _job(job):
@@ -111,17 +127,31 @@ def test_corpus_has_twenty_pairs():
     assert len(PAIRS) >= 20, [p.name for p in PAIRS]
 
 
-def test_expected_runs_print_the_originals_losses_and_verify_on_the_simulated_device():
-    scripts = [s for p in PAIRS for s in (p, _expected(p))]
+def _categories(path) -> set:
+    """What a pair stands for: the rules its original triggers, or 'none'."""
+    return {f.code for f in cpu2gpu.check_source(path.read_text(), path=str(path))} or {"none"}
+
+
+def test_the_sample_covers_every_rule_of_the_corpus():
+    names = {p.stem for p in PAIRS}
+    assert set(SAMPLE) <= names, f"not corpus pairs: {sorted(set(SAMPLE) - names)}"
+    every = set().union(*(_categories(p) for p in PAIRS))
+    sampled = set().union(*(_categories(p) for p in PAIRS if p.stem in SAMPLE))
+    missing = {c: sorted(p.stem for p in PAIRS if c in _categories(p)) for c in every - sampled}
+    assert not missing, f"no pair of SAMPLE (the default tier) stands for these; add one of the pairs: {missing}"
+
+
+def _check_pairs(pairs):
+    scripts = [s for p in pairs for s in (p, _expected(p))]
     # the two batches of plain runs first: they are the longest jobs
-    jobs = [("plain", scripts[0::2]), ("plain", scripts[1::2])] + [("sim", p) for p in PAIRS]
+    jobs = [("plain", scripts[0::2]), ("plain", scripts[1::2])] + [("sim", p) for p in pairs]
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
         results = list(pool.map(_job, jobs))
     plain = {**results[0], **results[1]}
-    reports = dict(zip(PAIRS, results[2:]))
+    reports = dict(zip(pairs, results[2:]))
 
     problems = []
-    for p in PAIRS:
+    for p in pairs:
         (orig_code, orig_out, orig_err), (code, out, err) = plain[str(p)], plain[str(_expected(p))]
         report = reports[p]
         if orig_code != 0:
@@ -149,3 +179,14 @@ def test_expected_runs_print_the_originals_losses_and_verify_on_the_simulated_de
             if not sim["losses"]:
                 problems.append(f"{p.name}: verify recorded no loss")
     assert not problems, "\n\n".join(problems)
+
+
+def test_the_sample_prints_the_originals_losses_and_verifies_on_the_simulated_device():
+    _check_pairs([p for p in PAIRS if p.stem in SAMPLE])
+
+
+# In two halves, so that the two workers of `pytest -n 2` share them.
+@pytest.mark.slow
+@pytest.mark.parametrize("half", [0, 1])
+def test_the_other_pairs_print_the_originals_losses_and_verify_on_the_simulated_device(half):
+    _check_pairs([p for p in PAIRS if p.stem not in SAMPLE][half::2])

@@ -15,6 +15,8 @@ from cpu2gpu.engine import rewrite_data, select_rules  # noqa: E402
 from cpu2gpu.runtime.verify import verify  # noqa: E402
 from cpu2gpu.seeds import NO_SEEDS  # noqa: E402
 
+from ..conftest import HANG_GUARD_S  # noqa: E402
+
 pytestmark = pytest.mark.runtime
 PROJECTS = Path(__file__).resolve().parents[2] / "fixtures" / "projects"
 
@@ -38,7 +40,7 @@ def migrate(project: Path, tmp_path: Path) -> tuple[Path, Path]:
 def test_a_migrated_project_trains_on_the_simulated_gpu(name, entry, tmp_path):
     original, migrated = migrate(PROJECTS / name, tmp_path)
     rep = verify(str(migrated / entry), against=str(original / entry), device="sim", cwd=str(migrated),
-                 max_steps=6, timeout=300)
+                 max_steps=6, timeout=HANG_GUARD_S)
     assert rep["verdict"] == "pass", rep["reasons"]
     sim = next(r for r in rep["runs"] if r["mode"] == "sim")
     assert sim["device_forward_calls"] > 0 and sim["steps"] == 6
