@@ -510,9 +510,11 @@ def main(argv=None) -> int:
     ap.add_argument("--report", action="store_true", help="print the table of results-<label>.json, run nothing")
     a = ap.parse_args(argv)
     if a.report:
-        recs = json.loads((HERE / f"results-{a.label}.json").read_text())["entries"]
+        d = json.loads((HERE / f"results-{a.label}.json").read_text())
+        recs = d["entries"]
         for r in recs:
             auto_note(r)
+        (HERE / f"results-{a.label}.json").write_text(json.dumps(d, indent=1) + "\n")  # the notes, kept
         print(table(recs))
         print(failures(recs))
         return 0
