@@ -126,6 +126,10 @@ class Value:
     dict_batch: bool = False
     # MODULE: where it was built (ids of the enclosing statements), the statement of that block that
     # holds its last add_module / attribute change, and whether a change happened in another block.
+    # MODULE: given to an optimizer; called with tensors the analysis knows; called with values it does not.
+    trained: bool = False
+    fed_known_tensors: bool = False
+    fed_unknown_values: bool = False
     is_container: bool = False  # MODULE: an nn.ModuleDict / ModuleList / Sequential, whose attributes are layers
     cpu_literal: bool = False  # DEVICE: `device = torch.device("cpu")`, which the migration makes the GPU
     built_path: Optional[tuple] = None

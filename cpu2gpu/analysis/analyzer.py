@@ -94,7 +94,8 @@ class Analyzer(StatementWalker, ExpressionEvaluator, TorchCalls, ModuleClasses, 
                 elif not _holds_state(value.class_value):
                     value.stateful = False  # only a forward(): like nn.ReLU, nothing to move
         for value in facts.values:
-            if value.kind is Kind.MODULE and value.used and value.stateful and not value.escaped:
+            if value.kind is Kind.MODULE and value.used and value.stateful and not value.escaped \
+                    and not _only_fed_unknown_values(value):
                 facts.bound.add(id(value))
                 pending = list(value.alternatives)  # the models other branches would have built
                 while pending:
@@ -144,3 +145,12 @@ def analyze(module: cst.Module, pinned: frozenset[int] = frozenset(), seeds: See
     ``seeds``: what the rest of the project says about the names this file imports and its callers."""
     return Analyzer(module, pinned, seeds).run()
 
+
+
+def _only_fed_unknown_values(module: Value) -> bool:
+    """A module that a plain object builds for itself, never trained and only ever called with values
+    of unknown kind: an image transform's blur, called on what ToTensor made of a PIL image in a data
+    set's worker. Moving it would leave its inputs behind, so it stays where the script keeps it."""
+    owner = getattr(module.scope, "owner", None)
+    return module.fed_unknown_values and not module.fed_known_tensors and not module.trained \
+        and owner is not None and owner.kind is Kind.INSTANCE

@@ -441,6 +441,10 @@ class ExpressionEvaluator:
             self.op(node, values, _plain_args(node), scope)
             return self.derived(node, [v for v in values if _is_tensorish(v)])
         module.used = True
+        if any(_is_tensorish(v) for v in values):
+            module.fed_known_tensors = True
+        elif node.args:
+            module.fed_unknown_values = True  # self.blur(img): what img is, the analysis cannot tell
         cpu_inputs = module.class_value.cpu_inputs if module.class_value is not None else frozenset()
         pairs = [(t, a.value) for i, (v, a) in enumerate(zip(values, node.args))
                  if not (a.keyword is None and i in cpu_inputs) and not (a.keyword and a.keyword.value in cpu_inputs)

@@ -92,6 +92,7 @@ class TorchCalls:
             trained = [p.module_of for p in self._params_seen if p.module_of is not None]
             for module in trained:
                 module.used = True
+                module.trained = True
                 self.facts.uses.append(Use("train", node, self.time, module=module))
             self._params_seen = []
             leaves = self.trained_leaves(values[0] if values else None)

@@ -32,6 +32,12 @@ class ModelNotMoved(Rule):
     name = "model-not-moved"
     message = "module `{name}` is used but never moved to the device"
     VALID = [
+        # a data transform's own layer, applied to what a data set's worker makes on the CPU
+        "import torch\nfrom torch import nn\nfrom torchvision import transforms\nclass Blur:\n"
+        "    def __init__(self):\n        self.conv = nn.Conv2d(3, 3, 3, padding=1, bias=False)\n"
+        "        self.to_tensor = transforms.ToTensor()\n"
+        "    def __call__(self, img):\n        with torch.no_grad():\n            return self.conv(self.to_tensor(img)[None])[0]\n"
+        "blur = Blur()\n",
         "import torch.nn as nn\nmodel = nn.Linear(1, 1).to(device)\nmodel(x)\n",
         "import torch.nn as nn\nmodel = nn.Linear(1, 1)\nmodel.to(device)\nmodel(x)\n",
         "import torch.nn as nn\nmodel = nn.Linear(1, 1)\nif use_cuda:\n    model.cuda()\nmodel(x)\n",
