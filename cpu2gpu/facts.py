@@ -130,7 +130,10 @@ class Value:
     trained: bool = False
     fed_known_tensors: bool = False
     fed_unknown_values: bool = False
+    attached_to: Optional["Value"] = None  # MODULE: the model it was set on as a layer (model.fc = ...)
     is_container: bool = False  # MODULE: an nn.ModuleDict / ModuleList / Sequential, whose attributes are layers
+    tensor_type: bool = False  # DEVICE: torch.cuda.FloatTensor if cuda else torch.FloatTensor
+    scalar: bool = False  # TENSOR: torch.tensor(<one number>), 0-dim: CUDA ops take it from the CPU
     cpu_literal: bool = False  # DEVICE: `device = torch.device("cpu")`, which the migration makes the GPU
     built_path: Optional[tuple] = None
     last_change_stmt: Optional[cst.CSTNode] = None
@@ -214,6 +217,8 @@ class Facts:
         placed = [m for m in module.moves if m.time <= time]
         if placed:
             return placed[-1].place
+        if module.attached_to is not None:
+            return self.module_place(module.attached_to, time)
         if module.explicit is not None:
             return module.explicit
         return Place.DEVICE if self.is_bound(module) else Place.CPU

@@ -6,7 +6,7 @@ every byte it does not touch (comments, blank lines, quotes) stays as it was.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Optional, Sequence, Union
 
 import libcst as cst

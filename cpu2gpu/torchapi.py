@@ -132,6 +132,9 @@ PARAMETER_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Paramet
 VARIABLE_WRAPPERS = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
 
 
+_NOT_MODELS = ("Tokenizer", "Processor", "FeatureExtractor", "Config", "Vocab")
+
+
 def is_module_class(qualname: str) -> bool:
     """A torch.nn class (layer, container, loss) or a model-zoo factory."""
     if qualname in MODULE_WRAPPERS:
@@ -139,11 +142,16 @@ def is_module_class(qualname: str) -> bool:
     if qualname.startswith("torch.nn.") and not qualname.startswith(("torch.nn.functional.", "torch.nn.init.", "torch.nn.utils.")):
         last = qualname.rsplit(".", 1)[1]
         return last[:1].isupper() and last != "Parameter"
-    return qualname.startswith(MODULE_FACTORY_PREFIXES) or qualname.endswith(".from_pretrained")
+    if qualname.endswith(".from_pretrained"):
+        # AutoModel.from_pretrained is a model; a tokenizer, processor or config is not
+        owner = qualname.rsplit(".", 2)[-2]
+        return not any(word in owner for word in _NOT_MODELS)
+    return qualname.startswith(MODULE_FACTORY_PREFIXES)
 
 
 def is_stateless_module(qualname: str) -> bool:
-    return qualname in STATELESS_MODULES or (qualname.startswith("torch.nn.") and qualname.endswith(LOSS_SUFFIX))
+    # (NLLLoss2d, the old 2-d spelling, is a loss too)
+    return qualname in STATELESS_MODULES or (qualname.startswith("torch.nn.") and LOSS_SUFFIX in qualname.rsplit(".", 1)[-1])
 
 
 def is_optimizer(qualname: str) -> bool:

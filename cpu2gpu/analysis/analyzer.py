@@ -135,6 +135,8 @@ class Analyzer(StatementWalker, ExpressionEvaluator, TorchCalls, ModuleClasses, 
                     continue
                 for value in pulled:
                     for root in facts.roots(value):
+                        if root.scalar and use.kind == "op" and type(use.node) is not cst.AugAssign:
+                            continue  # a 0-dim CPU tensor is fine beside device tensors (not as +='s target)
                         if id(root) not in facts.bound:
                             facts.bound.add(id(root))
                             changed = True

@@ -66,8 +66,8 @@ class ExpressionEvaluator:
         """Tensors meet in ``node``. ``operands`` are their expressions, where each is one tensor."""
         values = list(values)
         tensors = tuple(t for v in values for t in _tensors_of(v))
-        if len(tensors) < 2:
-            return
+        if len(tensors) < 2 or self.host_depth:
+            return  # (in the branch of a GPU check that runs without one, nothing meets the device)
         arg_nodes: tuple[cst.CSTNode, ...] = ()
         if operands is not None and len(operands) == len(values) and all(_is_tensorish(v) or v is None for v in values):
             pairs = [(v, n) for v, n in zip(values, operands) if v is not None]
@@ -123,6 +123,11 @@ class ExpressionEvaluator:
                 orelse = self.expr(node.orelse, scope)
             finally:
                 self.host_depth -= host_branch == "orelse"
+            if guarded and self.tensor_type_choice(node):
+                # FloatTensor = torch.cuda.FloatTensor if use_cuda else torch.FloatTensor: a type that
+                # builds (and .type() moves) tensors on the GPU when there is one
+                self.facts.places_on_device = True
+                return Value(Kind.DEVICE, node, explicit=Place.DEVICE, tensor_type=True, time=self.time)
             if body is not None and orelse is not None and body.kind is orelse.kind is Kind.DEVICE:
                 places = {self.facts.place(body), self.facts.place(orelse)}
                 return Value(Kind.DEVICE, node, explicit=Place.DEVICE if Place.DEVICE in places else Place.CPU)
@@ -356,6 +361,8 @@ class ExpressionEvaluator:
         values = self.args(node, scope)
         positional = [v for v, a in zip(values, node.args) if a.keyword is None and not a.star]
         keywords = {a.keyword.value: v for v, a in zip(values, node.args) if a.keyword is not None}
+        if callee.kind is Kind.DEVICE and callee.tensor_type:
+            return Value(Kind.TENSOR, node, explicit=Place.DEVICE, time=self.time)  # FloatTensor([reward])
         if callee.kind is Kind.FUNCTION and type(callee.definition) is cst.Lambda:
             return self.lambda_call(callee.definition, callee.def_scope, positional, keywords)
         if callee.kind is Kind.FUNCTION:
@@ -379,6 +386,11 @@ class ExpressionEvaluator:
                 self.function(init, instance, positional, keywords)
             return instance
         return None
+
+    def tensor_type_choice(self, node: cst.IfExp) -> bool:
+        quals = {self.imports.resolve(node.body), self.imports.resolve(node.orelse)}
+        return any(q is not None and q.startswith("torch.cuda.") and q.endswith("Tensor") for q in quals) \
+            and any(q is not None and q.count(".") == 1 and q.endswith("Tensor") for q in quals)
 
     def lambda_call(self, definition: cst.Lambda, def_scope: Scope, positional: list, keywords: dict) -> Optional[Value]:
         inner = Scope(def_scope)
@@ -449,9 +461,9 @@ class ExpressionEvaluator:
         pairs = [(t, a.value) for i, (v, a) in enumerate(zip(values, node.args))
                  if not (a.keyword is None and i in cpu_inputs) and not (a.keyword and a.keyword.value in cpu_inputs)
                  for t in _tensors_of(v)]
-        self.facts.uses.append(
-            Use("call", node, self.time, tuple(v for v, _ in pairs), tuple(n for _, n in pairs), module=module)
-        )
+        if not self.host_depth:
+            self.facts.uses.append(
+                Use("call", node, self.time, tuple(v for v, _ in pairs), tuple(n for _, n in pairs), module=module))
         # The sources stand for the output when the module turns out to hold no state.
         return Value(Kind.TENSOR, node, output_of=(module, self.time), sources=tuple(v for v, _ in pairs),
                      time=self.time)

@@ -480,6 +480,11 @@ class StatementWalker:
                 return
             if base is not None and base.kind is Kind.MODULE and value is not None and value.kind is Kind.MODULE:
                 self.note_structure_change(base)  # model.fc = nn.Linear(...) on an nn.Sequential()
+                if value.is_root and value is not base:
+                    # model_conv.fc = nn.Linear(n, 2): a layer of the model from now on, moved with it
+                    value.attached_to = base
+                    if base not in value.alternatives:
+                        value.alternatives.append(base)
             key = dotted(target)
             if key is None:
                 return

@@ -211,7 +211,10 @@ class TorchCalls:
             # torch.normal(mean, std) of tensors: made where they are, and it takes no device=
             self.op(node, values, _plain_args(node), scope)
             return self.derived(node, [v for v in values if _is_tensorish(v)])
-        return self.new(Kind.TENSOR, node, scope, origin=Origin.FACTORY)
+        value = self.new(Kind.TENSOR, node, scope, origin=Origin.FACTORY)
+        if qual in ("torch.tensor", "torch.scalar_tensor") and _number_literal(node):
+            value.scalar = True  # torch.tensor(1e-7): a 0-dim CPU tensor joins device tensors in any op
+        return value
 
     def method_call(self, node: cst.Call, func: cst.Attribute, scope: Scope) -> Optional[Value]:
         receiver = self.expr(func.value, scope)
@@ -276,11 +279,15 @@ class TorchCalls:
             if method in api.NON_TENSOR_METHODS:
                 return None
             if method == "type" and len(node.args) == 1 and node.args[0].keyword is None:
+                chosen = values[0] if values else None
+                if chosen is not None and chosen.kind is Kind.DEVICE and chosen.tensor_type:
+                    return Value(Kind.TENSOR, node, explicit=Place.DEVICE, time=self.time)  # .type(FloatTensor)
                 cast = api.CPU_TENSOR_TYPES.get(self.imports.resolve(node.args[0].value) or "")
                 if cast is not None:
                     # read as the dtype change it is meant to be (CG115 makes it one)
                     self.facts.cpu_type_casts.append((node, receiver, cast))
-            self.op(node, [receiver, *values])
+            if method != "copy_":  # noises.data.copy_(t.randn(...)): copy_ reads from any device
+                self.op(node, [receiver, *values])
             result = self.derived(node, [receiver, *[v for v in values if _is_tensorish(v)]])
             if result is not None and not isinstance(func.value, (cst.Name, cst.Attribute)):
                 # A chain on a fresh value: torch.from_numpy(a).float() is moved as a whole.
@@ -402,3 +409,14 @@ def _tensor_overload(node: cst.Call) -> bool:
     """``torch.normal(mean, std)`` without a size: the overload of tensors (the one of floats needs a size)."""
     positional = [a for a in node.args if a.keyword is None]
     return len(positional) < 3 and _call_kwarg(node, "size") is None
+
+
+def _number_literal(node: cst.Call) -> bool:
+    """``torch.tensor(1e-7)``, ``torch.tensor(-1)``: one number, no list."""
+    positional = [a for a in node.args if a.keyword is None]
+    if not positional:
+        return False
+    first = positional[0].value
+    if type(first) is cst.UnaryOperation:
+        first = first.expression
+    return type(first) in (cst.Integer, cst.Float)

@@ -97,6 +97,8 @@ class ModelNotMoved(Rule):
                 continue  # a layer built inside a module's method: CG111 builds it in __init__
             if any(move.place is Place.DEVICE for move in value.moves):
                 continue
+            if value.attached_to is not None:
+                continue  # a layer set on another model: it moves with that model
             message = self.message.format(name=value.name or _code(value.node))
             cls = value.class_value
             if cls is not None and cls.origin_file is not None:

@@ -79,7 +79,8 @@ class ModuleCreatedInForward(Rule):
         # The analysis marks modules built in a module's methods; only their classes are read here.
         built: dict[int, list] = {}
         for value in facts.values:
-            if value.kind is Kind.MODULE and value.context == "module-method" and value.method is not None:
+            if value.kind is Kind.MODULE and value.context == "module-method" and value.method is not None \
+                    and value.stateful:  # GramMatrix()(x): a module with only a forward() holds nothing
                 built.setdefault(id(value.method), []).append(value.node)
         if not built:
             return
