@@ -415,7 +415,7 @@ class Interrupt:
             os.kill(os.getpid(), signal.SIGINT)
         return None
 sys.meta_path.insert(0, Interrupt())
-sys.argv = ["cpu2gpu", "check", "nothing.py"]
+sys.argv = ["cpu2gpu", "check", "fixtures/scripts/01_functions_train_epoch.py"]
 """
 
 

@@ -7,7 +7,6 @@ import signal
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -257,20 +256,17 @@ def big_script(blocks: int) -> str:
 
 def test_file_of_several_megabytes(cli, tmp_path):
     """A script that carries megabytes of data (a literal table, an embedded blob) is rewritten
-    whole; the time goes with the size of the tree, not of the bytes."""
+    whole (its speed is measured in benchmarks/, not here)."""
     table = "TABLE = [\n" + "".join(f"    ({i}, {i * 0.5}, 'row {i}'),\n" for i in range(5_000)) + "]\n"
     blob = 'BLOB = """\n' + ("0123456789abcdef" * 8 + "\n") * 30_000 + '"""\n'
     source = big_script(20) + table + blob
     assert len(source) > 4_000_000
     path = tmp_path / "big.py"
     path.write_text(source)
-    start = time.perf_counter()
     code, _, err = cli("rewrite", "--in-place", str(path))
-    elapsed = time.perf_counter() - start
     assert code == 0, err
     new = path.read_text()
     assert "model = Net0().to(device)" in new and new.endswith(table + blob)
-    assert elapsed < 90
 
 
 # --- interrupted runs -------------------------------------------------------------------------
@@ -290,29 +286,38 @@ def make_tree(root: Path, count: int) -> dict[Path, tuple[bytes, bytes]]:
     return files
 
 
+# The run signals itself right after its N-th file is written: the interruption lands part-way
+# through at a known point, whatever the machine's speed.
+_SIGNAL_AFTER_WRITES = """
+import os, signal, sys
+import cpu2gpu.writing as w
+real, count = w.write_atomic, [0]
+def write_atomic(*args, **kwargs):
+    real(*args, **kwargs)
+    count[0] += 1
+    if count[0] == {after}:
+        os.kill(os.getpid(), {signum})
+w.write_atomic = write_atomic
+sys.argv = ["cpu2gpu", "rewrite", "--in-place", {folder!r}]
+from cpu2gpu.cli import main
+sys.exit(main())
+"""
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_interrupted_run_leaves_each_file_old_or_new(tmp_path, signum):
     files = make_tree(tmp_path, 150)
-    command = [sys.executable, "-m", "cpu2gpu", "rewrite", "--in-place", str(tmp_path)]
-    outcomes = set()
-    for delay_after_first in (0.0, 0.3):
-        for path, (old, _) in files.items():
-            path.write_bytes(old)
-        process = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True)
-        first = process.stderr.readline()  # the first "Rewrote ..." line: writing has begun
-        assert first.startswith("Rewrote"), first
-        time.sleep(delay_after_first)
-        process.send_signal(signum)
-        process.communicate(timeout=HANG_GUARD_S)
-        states = []
-        for path, (old, new) in files.items():
-            data = path.read_bytes()
-            assert data in (old, new), f"{path} is neither the original nor the rewrite"
-            states.append(data == new)
-        assert no_temp_files(tmp_path)
-        outcomes.add((process.returncode == 0, all(states)))
-    # at least one of the runs was stopped part-way through
-    assert (False, False) in outcomes
+    script = _SIGNAL_AFTER_WRITES.format(after=5, signum=int(signum), folder=str(tmp_path))
+    process = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,
+                             timeout=HANG_GUARD_S)
+    assert process.returncode != 0, process.stderr  # stopped, not finished
+    states = []
+    for path, (old, new) in files.items():
+        data = path.read_bytes()
+        assert data in (old, new), f"{path} is neither the original nor the rewrite"
+        states.append(data == new)
+    assert no_temp_files(tmp_path)
+    assert 5 <= sum(states) < len(states)  # the files written before the signal, and not the rest
 
 
 def test_signal_during_a_write_is_delivered_after_the_rename(tmp_path):
