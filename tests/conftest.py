@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import fcntl
+import json
+import os
 import sys
 from pathlib import Path
 
@@ -36,3 +39,19 @@ def cli():
 @pytest.fixture
 def python():
     return sys.executable
+
+
+def once_per_run(tmp_path_factory, key: str, compute):
+    """compute() once for the whole run, shared by the workers of `pytest -n`: a module fixture
+    runs once per worker, and two workers may each get tests of the same module. The result must
+    be JSON; the first worker computes it (the others wait on the lock) and leaves it in the run's
+    temporary folder, which is new for every run."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return compute()
+    shared = tmp_path_factory.getbasetemp().parent  # the run's folder, above each worker's own
+    path = shared / f"{key}.json"
+    with open(shared / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not path.exists():
+            path.write_text(json.dumps(compute()))
+        return json.loads(path.read_text())

@@ -10,12 +10,13 @@ every-SAMPLE_EVERY-th sample; both together take that whole sample once.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import sys
 
 import pytest
 
-from .conftest import ROOT
+from .conftest import ROOT, once_per_run
 
 SAMPLE_EVERY = 14  # about 290 files of the ~4000
 DEFAULT_EVERY = SAMPLE_EVERY * 5  # about 60 of them, the default tier's; the slow tier takes the rest
@@ -41,14 +42,19 @@ def tier(request):
 
 
 @pytest.fixture(scope="module")
-def outcomes(tier):
+def outcomes(tier, tmp_path_factory):
     torch_root = corpus_run.torch_package()
     if torch_root is None:
         pytest.skip("torch is not installed: no torch sources to read")
     files = corpus_run.corpus_files([corpus_run.standard_library(), torch_root])
     default = files[::DEFAULT_EVERY]
     sample = default if tier == "default" else sorted(set(files[::SAMPLE_EVERY]) - set(default), key=files.index)
-    return corpus_run.run(sample, workers=2)
+
+    def run():
+        return [dataclasses.asdict(o) for o in corpus_run.run(sample, workers=2)]
+
+    # once, however `pytest -n` spreads this module's tests over its workers
+    return [corpus_run.Outcome(**o) for o in once_per_run(tmp_path_factory, f"corpus-{tier}", run)]
 
 
 def test_sample_covers_both_roots(outcomes, tier):
