@@ -70,7 +70,11 @@ class ImportTable:
         head, _, rest = name.partition(".")
         full = self.names.get(head)
         if full is None:
-            return None
+            if head != "torch" or self.torch_alias is not None or not self.mentions_torch:
+                return None
+            # ``from torch import nn`` then ``torch.ones(1)``: the rewrite adds ``import torch`` for
+            # the device line, so read ``torch`` as bound already; a second rewrite then finds nothing.
+            full = "torch"
         return f"{full}.{rest}" if rest else full
 
     @property

@@ -112,16 +112,14 @@ def test_noqa_after_an_odd_line_break_on_its_own_line(before_noqa):
 
 
 # A script that reaches torch without binding it (``torch.ones`` with only ``from torch import nn``)
-# fails with NameError as it stands. The first rewrite adds ``import torch`` for the device line;
-# only the second then knows ``torch.ones(1)`` for a factory and adds ``device=device``.
+# fails with NameError as it stands. The first rewrite adds ``import torch`` for the device line,
+# and must already read ``torch.ones(1)`` as the factory it will be, or a second rewrite changes it.
 UNBOUND_TORCH = [
     "from torch import nn\nmodel = nn.Linear(1, 1)\nmodel(torch.ones(1))\n",
     "import torch.nn as nn\nmodel = nn.Linear(1, 1)\nmodel(torch.ones(1))\n",
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="torch used without being imported: the first rewrite imports it, "
-                                       "the second then moves the torch.ones(1) factory (device=device)")
 @pytest.mark.parametrize("code", UNBOUND_TORCH)
 def test_torch_used_without_import_is_rewritten_once(code):
     once, twice = _rewritten_twice(code)
