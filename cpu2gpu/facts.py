@@ -115,6 +115,7 @@ class Value:
     weighted_loss: bool = False  # a loss built with tensor arguments (weight=...)
     loader: Optional["Value"] = None  # BATCH: the DataLoader it comes from
     moved_batches: bool = False  # LOADER: the script moves its batches to the device
+    batches_on_device: bool = False  # LOADER: its collate_fn returns device tensors
     escaped: bool = False  # MODULE: returned from a function nobody in the file calls
     elements: tuple = ()  # TUPLE: the values, None where unknown
     # CLASS of a module: whether it holds state, whether it places its own submodules.
@@ -147,7 +148,8 @@ class Value:
 
 @dataclass(eq=False)
 class Use:
-    """Where values meet. ``kind`` is one of: call, op, index, numpy, train."""
+    """Where values meet. ``kind`` is one of: call, op, index, numpy, train, train-tensors, alias,
+    fed-device (a model handed to another file's function with a loader whose batches it moves)."""
 
     kind: str
     node: cst.CSTNode
@@ -188,6 +190,7 @@ class Facts:
     device_names: list[str] = field(default_factory=list)
     global_scope: Optional[object] = None
     has_local_device: bool = False  # a device variable inside some function (main(), a Trainer...)
+    authors_local_device: bool = False  # ... that the script itself binds or moves to (not its callers')
     device_binding_time: dict[str, int] = field(default_factory=dict)
     names_in_use: set[str] = field(default_factory=set)
     last_import_stmt: Optional[cst.CSTNode] = None
@@ -206,7 +209,7 @@ class Facts:
     @property
     def device_aware(self) -> bool:
         """The script places values on the GPU itself already (it is migrated, or was written for it)."""
-        return self.places_on_device or bool(self.device_names) or self.has_local_device or bool(self.hardcoded)
+        return self.places_on_device or bool(self.device_names) or self.authors_local_device or bool(self.hardcoded)
 
     # -- placement after the migration ------------------------------------------------
 

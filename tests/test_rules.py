@@ -94,3 +94,63 @@ def test_a_cpu_script_still_gets_the_performance_fixes():
     cpu = "import torch\nfrom torch.utils.data import DataLoader\nmodel = torch.nn.Linear(2, 1)\n" \
           "for x, y in DataLoader(ds):\n    loss = model(x) - y\n"
     assert "pin_memory=torch.cuda.is_available()" in rewrite_source(cpu)
+
+
+# A device-aware script is judged against its authors' own placements.
+AWARE_HEAD = ("import torch\nfrom torch.utils.data import DataLoader\n"
+              "device = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n")
+
+
+def test_a_cpu_demo_in_a_device_aware_script_is_left_on_the_cpu():
+    # a book chapter: a small model tried on the CPU first, then the real model trained on the device
+    source = AWARE_HEAD + ("demo = torch.nn.Linear(4, 2)\nprint(demo(torch.ones(3, 4)).shape)\n"
+                           "model = torch.nn.Linear(4, 2).to(device)\n"
+                           "for x, y in DataLoader(ds):\n    x, y = x.to(device), y.to(device)\n"
+                           "    loss = torch.nn.functional.cross_entropy(model(x), y)\n")
+    assert [f.code for f in check_source(source)] == []
+    assert rewrite_source(source, unsafe_fixes=True) == source
+
+
+def test_a_model_trained_on_the_cpu_then_moved_is_not_moved_earlier():
+    source = AWARE_HEAD + ("model = torch.nn.Linear(4, 2)\nfor x, y in DataLoader(ds):\n"
+                           "    loss = torch.nn.functional.cross_entropy(model(x), y)\n"
+                           "model.to(device)\nprint(model(torch.ones(1, 4, device=device)))\n")
+    assert check_source(source) == []
+
+
+def test_labels_left_behind_in_a_half_migrated_loop_are_still_found():
+    source = AWARE_HEAD + ("model = torch.nn.Linear(4, 2).to(device)\n"
+                           "for x, y in DataLoader(ds):\n    x = x.to(device)\n"
+                           "    loss = torch.nn.functional.cross_entropy(model(x), y)\n")
+    findings = check_source(source)
+    assert [(f.code, f.line) for f in findings] == [("CG103", 5)]  # the loop that binds y
+    assert "y = y.to(device)" in rewrite_source(source)
+
+
+def test_a_model_fed_the_authors_device_tensors_is_still_found():
+    source = AWARE_HEAD + ("model = torch.nn.Linear(4, 2)\n"
+                           "for x, y in DataLoader(ds):\n    x, y = x.to(device), y.to(device)\n"
+                           "    loss = torch.nn.functional.cross_entropy(model(x), y)\n")
+    assert [f.code for f in check_source(source)] == ["CG101"]
+    assert "model = torch.nn.Linear(4, 2).to(device)" in rewrite_source(source)
+
+
+def test_batches_that_the_collate_function_moves_are_on_the_device():
+    source = AWARE_HEAD + ("def collate(items):\n    x = torch.stack([i[0] for i in items])\n"
+                           "    y = torch.stack([i[1] for i in items])\n    return x.to(device), y.to(device)\n"
+                           "model = torch.nn.Linear(4, 2).to(device)\n"
+                           "for x, y in DataLoader(ds, collate_fn=collate):\n"
+                           "    loss = torch.nn.functional.cross_entropy(model(x), y)\n")
+    assert check_source(source) == []
+
+
+def test_lengths_that_forward_moves_to_the_cpu_itself_need_no_move():
+    source = AWARE_HEAD + (
+        "class RNN(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.rnn = torch.nn.LSTM(4, 8)\n"
+        "    def forward(self, x, lengths):\n"
+        "        packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths.to('cpu'))\n"
+        "        return self.rnn(packed)[1][0]\n"
+        "model = RNN().to(device)\nlengths = torch.tensor([3, 2])\n"
+        "print(model(torch.randn(3, 2, 4, device=device), lengths))\n")
+    assert check_source(source) == []

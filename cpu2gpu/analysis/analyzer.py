@@ -93,7 +93,13 @@ class Analyzer(StatementWalker, ExpressionEvaluator, TorchCalls, ModuleClasses, 
                     value.explicit = Place.DEVICE  # its __init__ puts its layers where they go
                 elif not _holds_state(value.class_value):
                     value.stateful = False  # only a forward(): like nn.ReLU, nothing to move
+        # A script that places values on the GPU itself is judged against its authors' placements: what
+        # they left on the CPU is a finding only where it meets what they put on the device. (A device
+        # picked but never used is a migration begun: judged as a CPU script.)
+        aware = facts.places_on_device or bool(facts.hardcoded)
         for value in facts.values:
+            if aware:
+                break
             if value.kind is Kind.MODULE and value.used and value.stateful and not value.escaped \
                     and not _only_fed_unknown_values(value):
                 facts.bound.add(id(value))
@@ -114,6 +120,11 @@ class Analyzer(StatementWalker, ExpressionEvaluator, TorchCalls, ModuleClasses, 
                     pulled = use.values
                 elif use.kind == "call":
                     if facts.module_place(use.module, use.time) is not Place.DEVICE:
+                        owner = _outermost(use.module)
+                        if aware and _movable_module(owner, facts) \
+                                and any(facts.place(v) is Place.DEVICE for v in use.values):
+                            facts.bound.add(id(owner))  # fed the authors' device tensors
+                            changed = True
                         continue
                     pulled = use.values
                 elif use.kind == "op":
@@ -125,7 +136,16 @@ class Analyzer(StatementWalker, ExpressionEvaluator, TorchCalls, ModuleClasses, 
                     if facts.place(use.values[0]) is not Place.DEVICE:
                         continue
                     pulled = use.values[1:]
+                elif use.kind == "fed-device":
+                    owner = _outermost(use.module)
+                    if aware and facts.module_place(use.module, use.time) is not Place.DEVICE \
+                            and _movable_module(owner, facts):
+                        facts.bound.add(id(owner))
+                        changed = True
+                    continue
                 elif use.kind == "train-tensors":
+                    if aware:
+                        continue  # the authors chose where their leaves live
                     pulled = use.values  # the leaves an optimizer trains: the script's model
                 elif use.kind == "index":
                     if not any(facts.place(v) is Place.DEVICE for v in use.values[1:]):
@@ -147,6 +167,20 @@ def analyze(module: cst.Module, pinned: frozenset[int] = frozenset(), seeds: See
     ``seeds``: what the rest of the project says about the names this file imports and its callers."""
     return Analyzer(module, pinned, seeds).run()
 
+
+
+def _outermost(module: Value) -> Value:
+    """The module that holds this one as a layer (itself if none): the one a move is written for."""
+    while module.attached_to is not None:
+        module = module.attached_to
+    return module
+
+
+def _movable_module(module: Value, facts: Facts) -> bool:
+    """A module the migration may bind: stateful, kept in the script, not placed by its authors, not
+    yet bound."""
+    return module.kind is Kind.MODULE and module.stateful and not module.escaped \
+        and module.explicit is None and not module.moves and id(module) not in facts.bound
 
 
 def _only_fed_unknown_values(module: Value) -> bool:

@@ -35,6 +35,8 @@ class ExpressionEvaluator:
 
     def new(self, kind: Kind, node: cst.CSTNode, scope: Optional[Scope] = None, **fields) -> Value:
         value = Value(kind, node, time=self.time, scope=scope, **fields)
+        if kind is Kind.BATCH and value.loader is not None and value.loader.batches_on_device:
+            value.explicit = Place.DEVICE  # its collate_fn moved it
         if kind is Kind.MODULE:
             value.built_path = tuple(id(s) for s in self.stmt_path)
         if id(node) in self.pinned:

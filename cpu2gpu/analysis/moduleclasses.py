@@ -31,8 +31,9 @@ class ModuleClasses:
                 continue
             lengths = _call_kwarg(node, "lengths") or next(
                 (a for i, a in enumerate(a for a in node.args if a.keyword is None) if i == 1), None)
-            if lengths is not None and isinstance(lengths.value, cst.Name) and lengths.value.value in params:
-                found.update({lengths.value.value, params.index(lengths.value.value)})
+            name = _receiver_name(lengths.value) if lengths is not None else None
+            if name is not None and name in params:
+                found.update({name, params.index(name)})
         return frozenset(found)
 
     def class_def(self, stmt: cst.ClassDef, scope: Scope) -> None:
@@ -151,3 +152,12 @@ def _holds_state(cls: Value) -> bool:
 
 def _places_itself(cls: Value) -> bool:
     return cls.places_itself or any(_places_itself(base) for base in cls.stateful_bases)
+
+
+def _receiver_name(node: cst.BaseExpression) -> Optional[str]:
+    """The parameter behind ``lengths``, ``lengths.cpu()``, ``lengths.to("cpu").long()``, ``lengths.tolist()``:
+    each form reaches pack_padded_sequence on the CPU whatever device the input came from."""
+    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) \
+            and node.func.attr.value in ("cpu", "to", "int", "long", "tolist", "type"):
+        node = node.func.value
+    return node.value if isinstance(node, cst.Name) else None

@@ -41,6 +41,9 @@ class ProjectCalls:
             key = arg.keyword.value if arg.keyword is not None else index
             if value is not None and value.kind is Kind.LOADER and key in exported.loader_params:
                 value.moved_batches = True
+                for module in modules:
+                    # train(model, device, loader): the model meets the batches it moves
+                    self.facts.uses.append(Use("fed-device", node, self.time, module=module))
         kind = exported.returns if exported.kind == "function" else None
         if kind == "module":
             cls = self.seeded_class(*exported.returns_class, exported.holds_state, (), node) \

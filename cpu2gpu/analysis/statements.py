@@ -244,7 +244,8 @@ class StatementWalker:
             return
         for name in names:
             value = Value(Kind.BATCH, name, name=name.value, origin=Origin.LOOP, loop=loop, scope=scope,
-                          time=self.tick(), loader=loader)
+                          time=self.tick(), loader=loader,
+                          explicit=Place.DEVICE if loader is not None and loader.batches_on_device else None)
             self.facts.values.append(value)
             self.bind(name, value, loop, None, scope)
 
@@ -527,6 +528,7 @@ class StatementWalker:
         if value.kind is Kind.DEVICE and self.facts.place(value) is Place.DEVICE:
             if scope is not self.global_scope:
                 self.facts.has_local_device = True
+                self.facts.authors_local_device = True
             if key not in scope.device_names:
                 scope.device_names.append(key)
                 scope.device_bindings[key] = (self.time, self.top_stmt if scope is self.global_scope else stmt)

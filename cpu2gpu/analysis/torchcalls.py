@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Optional
 
 import libcst as cst
+import libcst.matchers as m
 
 from .. import torchapi as api
 from ..facts import Hardcoded, Kind, Move, Origin, Place, Use, Value
@@ -80,6 +81,12 @@ class TorchCalls:
         if qual in api.DATALOADERS:
             self.args(node, scope)
             loader = Value(Kind.LOADER, node, time=self.time)
+            collate = _call_kwarg(node, "collate_fn")
+            if collate is not None and isinstance(collate.value, cst.Name):
+                function = scope.lookup(collate.value.value)
+                if function is not None and function.kind is Kind.FUNCTION \
+                        and isinstance(function.definition, cst.FunctionDef):
+                    loader.batches_on_device = _returns_device_moves(function.definition)
             self.facts.loaders.append(loader)
             return loader
         if qual.startswith(api.HOST_LIBRARIES):
@@ -365,6 +372,7 @@ class TorchCalls:
                         and dotted(target) not in self.global_scope.device_names:
                     # .to(args.device) in main(): the script keeps its device there, not at module level.
                     self.facts.has_local_device = True
+                    self.facts.authors_local_device = True
             for arg in node.args:
                 if arg is not candidate:
                     self.expr(arg.value, scope)
@@ -420,3 +428,25 @@ def _number_literal(node: cst.Call) -> bool:
     if type(first) is cst.UnaryOperation:
         first = first.expression
     return type(first) in (cst.Integer, cst.Float)
+
+
+def _returns_device_moves(function: cst.FunctionDef) -> bool:
+    """A collate function that returns its tensors moved (``return x.to(device), y.to(device)``)."""
+    for ret in m.findall(function, m.Return()):
+        assert isinstance(ret, cst.Return)
+        if ret.value is None:
+            continue
+        for call in m.findall(ret.value, m.Call(func=m.Attribute(attr=m.Name("to") | m.Name("cuda")))):
+            assert isinstance(call, cst.Call)
+            if call.func.attr.value == "cuda" or any(_names_a_device(a.value) for a in call.args[:1]):
+                return True
+    return False
+
+
+def _names_a_device(node: cst.BaseExpression) -> bool:
+    """``device``, ``args.device``, ``x.device``, ``"cuda"``: an argument of .to() that is a device."""
+    if isinstance(node, cst.Name):
+        return "device" in node.value.lower()
+    if isinstance(node, cst.Attribute):
+        return "device" in node.attr.value.lower()
+    return _is_cuda_literal(node)
