@@ -254,7 +254,20 @@ def analyze_module(module: cst.Module, rules: Sequence[Rule], device_expression:
         if rule.only_for_cpu_scripts_unless_selected and facts.device_aware and not rule.selected_explicitly:
             continue  # a script that runs on the GPU already comes out byte for byte
         hits.extend(rule.check(context))
-    return Analysis(module, facts, hits, context)
+    return Analysis(module, facts, _distinct(hits), context)
+
+
+def _distinct(hits: list[Hit]) -> list[Hit]:
+    """One hit per rule, node and message: code that the analysis walks twice (a lambda handed to a
+    function that calls it) must not be reported, or fixed, twice."""
+    seen: set = set()
+    kept = []
+    for hit in hits:
+        key = (hit.code, id(hit.node), hit.message)
+        if key not in seen:
+            seen.add(key)
+            kept.append(hit)
+    return kept
 
 
 def _suppressed(line_text: str, code: str) -> bool:

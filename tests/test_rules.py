@@ -154,3 +154,11 @@ def test_lengths_that_forward_moves_to_the_cpu_itself_need_no_move():
         "model = RNN().to(device)\nlengths = torch.tensor([3, 2])\n"
         "print(model(torch.randn(3, 2, 4, device=device), lengths))\n")
     assert check_source(source) == []
+
+
+def test_a_lambda_that_a_function_calls_is_fixed_once():
+    source = ("import torch\ndev = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n\n\n"
+              "def raises(fn):\n    try:\n        fn()\n    except RuntimeError:\n        pass\n\n\n"
+              "x = torch.randn(4, 3).to(dev)\nraises(lambda: x + torch.ones(4, 3))\n")
+    assert len(check_source(source)) == 1
+    assert rewrite_source(source).endswith("raises(lambda: x + torch.ones(4, 3, device=dev))\n")

@@ -62,7 +62,7 @@ def _expected(path):
 # One child per half of the plain runs: it imports torch once, then forks a fresh process per
 # script, which runs it as `python SCRIPT` would (its own folder, argv and sys.path, __main__) with
 # its output in files. Importing torch is most of a small script's time: 40 imports would be most
-# of this test's.
+# of this test's. Each script starts from the same torch random state (as verify's runs do).
 _FORKING_RUNNER = r"""
 import json, os, runpy, sys, traceback
 import torch  # noqa: F401  (imported once, before the forks)
@@ -78,6 +78,7 @@ for script, out, err, cwd in json.loads(sys.argv[1]):
             os.chdir(cwd)
             sys.argv = [script]
             sys.path[0] = os.path.dirname(script)
+            torch.manual_seed(0)  # a script that seeds nothing prints the same in every run
             runpy.run_path(script, run_name="__main__")
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
