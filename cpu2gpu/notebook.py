@@ -6,6 +6,7 @@ module splits back into cells. The marks carry a token made for the notebook tha
 contains, so that no text in a cell can pass for one. IPython syntax (``%magic``, ``!shell``, ``%%cell``
 magics, ``obj?``) is not Python: each such line is replaced, for the analysis only,
 by a placeholder line (so line numbers hold) and put back word for word afterwards.
+``verify`` runs the same cells one by one, placeholders and all (``runnable_cells``).
 
 Only the ``source`` of the cells the rewrite changes is replaced; the notebook is
 written back with the JSON layout it was read with (indentation, key order, escaping,
@@ -172,6 +173,40 @@ def _program(cells: list[CodeCell], token: str) -> str:
     return "".join(out)
 
 
+def _mark_pattern(template: str, token: str) -> "re.Pattern[str]":
+    """A mark of the program (cell or magic) as a regex whose group 1 is its number."""
+    return re.compile(re.escape(template.format(token=token, number="@")).replace("@", r"(\d+)"))
+
+
+@dataclass
+class RunnableCell:
+    """A code cell as Python to run on its own (``cpu2gpu verify``)."""
+
+    number: int  # as ``check`` numbers it: 1-based among the code cells
+    text: str  # the cell's source, IPython lines included
+    source: str  # the same lines, each IPython line replaced by a comment or ``pass`` (line numbers hold)
+    magics: dict[int, str]  # 1-based line in the cell -> the IPython line it replaced
+
+
+def runnable_cells(raw: bytes) -> list[RunnableCell]:
+    """The code cells in order, with IPython syntax handled as ``check`` handles it; ``SourceError``
+    when the file is not a notebook. A cell that does not parse is left for the runner to report."""
+    notebook = load(raw)
+    lines = _lines(notebook.program)
+    magic_mark = _mark_pattern(_MAGIC_MARK, notebook.token)
+    cells = []
+    for cell in notebook.cells:
+        start = cell.first_line - 1
+        chunk = lines[start:start + cell.line_count]
+        magics = {}
+        for number, line in enumerate(chunk, 1):
+            mark = magic_mark.search(line)
+            if mark:
+                magics[number] = cell.magics[int(mark.group(1))]
+        cells.append(RunnableCell(cell.number, cell.text, "".join(chunk), magics))
+    return cells
+
+
 def _parse_program(notebook: Notebook):
     try:
         return parse(notebook.program)
@@ -196,9 +231,8 @@ def check_notebook(raw: bytes, path: str, rules: Sequence[Rule]) -> list[Finding
 
 def _split_program(notebook: Notebook, code: str) -> list[str]:
     """The rewritten program cut back into the cells' texts, magics restored."""
-    cell_mark = re.compile(re.escape(_CELL_MARK.format(token=notebook.token, number="@")).replace("@", r"(\d+)"))
-    magic_mark = re.compile(re.escape(_MAGIC_MARK.format(token=notebook.token, number="@")).replace("@", r"(\d+)")
-                            + "$")
+    cell_mark = _mark_pattern(_CELL_MARK, notebook.token)
+    magic_mark = re.compile(_mark_pattern(_MAGIC_MARK, notebook.token).pattern + "$")
     texts: list[list[str]] = []
     for line in _lines(code):
         mark = cell_mark.fullmatch(line.rstrip("\r\n"))

@@ -15,6 +15,9 @@ import sys
 import time
 import traceback
 
+from . import notebookrun
+from .notebookrun import is_notebook, program_file
+
 MODES = ("cpu", "sim", "cuda")
 
 
@@ -29,6 +32,7 @@ def parse(argv):
     p.add_argument("--display-base", default=None, help="report paths relative to this folder")
     p.add_argument("--synthetic-data", action="store_true",
                    help="replace known data sets by small deterministic stand-ins; report missing data")
+    p.add_argument("--progress", default=None, help="append progress lines (JSON) to this file")
     p.add_argument("script")
     p.add_argument("args", nargs=argparse.REMAINDER)
     return p.parse_args(argv)
@@ -79,7 +83,7 @@ def _script_globals(tb, script):
     script = os.path.realpath(script)
     while tb is not None:
         code = tb.tb_frame.f_code
-        if code.co_name == "<module>" and os.path.realpath(code.co_filename) == script:
+        if code.co_name == "<module>" and os.path.realpath(program_file(code.co_filename)) == script:
             return tb.tb_frame.f_globals
         tb = tb.tb_next
     return None
@@ -108,6 +112,8 @@ def _exception_record(exc, tb, rec, display):
     frames = traceback.extract_tb(tb)
     user = [f for f in frames if rec.is_user_file(f.filename)]
     last = user[-1] if user else (frames[-1] if frames else None)
+    if isinstance(exc, SyntaxError) and rec.is_user_file(exc.filename or ""):  # raised before any user frame
+        last = traceback.FrameSummary(exc.filename, exc.lineno or 1, "<module>", line=exc.text or "")
     msg = str(exc).replace("simcuda", "cuda")
     return {
         "type": type(exc).__name__,
@@ -138,6 +144,11 @@ def main(argv=None) -> int:
     display = _displayer(opts.workdir, opts.orig_root, opts.display_base)
     rec = harness.Recorder(opts.workdir, opts.max_steps)
     harness.install(rec)
+    progress_writer = None
+    if opts.progress:
+        from . import progress
+
+        progress_writer = progress.install(opts.progress, rec)
     sandbox.install(opts.workdir, opts.orig_root)
     synthetic_setup = None
     if opts.synthetic_data:
@@ -154,11 +165,13 @@ def main(argv=None) -> int:
 
     status, exit_code, exception, diagnosis, namespace = "ok", 0, None, None, None
     needs_data = None
+    stop_reason = None  # why --max-steps had to end the run (stepcap)
     t_script = time.perf_counter()
     try:
-        namespace = runpy.run_path(script, run_name="__main__")
+        namespace = notebookrun.run(script) if is_notebook(script) else runpy.run_path(script, run_name="__main__")
     except harness.StopRun as e:
         status = "max_steps"
+        stop_reason = e.args[0] if e.args else None
         namespace = _script_globals(e.__traceback__, script)
     except SystemExit as e:
         code = e.code
@@ -184,6 +197,13 @@ def main(argv=None) -> int:
             diagnosis = {"cause": f"(diagnosis failed: {inner!r})", "rule": None, "rule_name": None, "where": None}
         namespace = _script_globals(tb, script)
     t_end = time.perf_counter()
+    cap = None
+    if rec.cap is not None:
+        if status == "ok" and rec.cap.capped:
+            status = "max_steps"  # capped, and the script still ran to its end
+        cap = rec.cap.report(status, stop_reason, display)
+    if progress_writer:
+        progress_writer.write(end=True)
 
     if opts.mode == "sim":
         from . import sim
@@ -219,6 +239,7 @@ def main(argv=None) -> int:
         "setup_seconds": t_script - t0,
         "torch": torch.__version__,
         "device_name": _device_label(opts.mode, torch),
+        "cap": cap,
     }
     if synthetic_setup:
         from . import synthetic

@@ -24,7 +24,10 @@ EXIT_CODES = {"pass": 0, "fail": 1, "error": 2, "needs-data": 3}
               help="cuda: the GPU; cpu: CUDA hidden (the fallback); sim: a simulated CUDA device on the CPU; "
                    "auto: cuda if there is a GPU, else sim, and the cpu fallback too.")
 @click.option("--max-steps", type=click.IntRange(min=1), default=None,
-              help="End each run cleanly after N optimizer steps.")
+              help="Cap the training at N optimizer steps and let the code after the training run (evaluation, "
+                   ".numpy(), saving): DataLoader passes then end after one batch, evaluation passes get "
+                   "a few, later steps do nothing. A loop not over a DataLoader ends the run at step N, "
+                   "as does training that goes on long after the cap.")
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=600.0, show_default=True,
               help="Seconds before a run is stopped.")
 @click.option("--seed", type=int, default=0, show_default=True,
@@ -46,8 +49,14 @@ EXIT_CODES = {"pass": 0, "fail": 1, "error": 2, "needs-data": 3}
                    "TMPDIR inside the run's folder) instead of this one's.")
 @click.option("--env-allow", "env_allow", multiple=True, metavar="NAME",
               help="With --clean-env, also pass this variable (a pattern: WANDB_*); repeatable.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Also write the report as one self-contained HTML file: loss curves, step times, "
+                   "device audit, verdict.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress lines on stderr.")
+@click.option("--progress", "force_progress", is_flag=True,
+              help="Progress lines on stderr even when it is not a terminal (logs, CI).")
 def verify(script, script_args, against, device, max_steps, timeout, seed, rtol, jobs, output_format,
-           show_output, keep_workdirs, synthetic_data, clean_env, env_allow):
+           show_output, keep_workdirs, synthetic_data, clean_env, env_allow, report_path, quiet, force_progress):
     """Run SCRIPT under instrumentation and show that it trains on the device,
     falls back to the CPU, and (with --against) learns the same as the original.
 
@@ -64,16 +73,29 @@ def verify(script, script_args, against, device, max_steps, timeout, seed, rtol,
         click.echo(INSTALL_HINT, err=True)
         raise SystemExit(2)
 
+    import sys
+
+    from . import progressview
     from .report import to_json, to_text
     from .verify import VerifyError, verify as run_verify
 
+    view = progressview.choose(sys.stderr, quiet=quiet, force=force_progress, show_output=show_output)
     try:
         report = run_verify(script, script_args, against=against, device=device, max_steps=max_steps,
                             seed=seed, timeout=timeout, jobs=jobs, rtol=rtol, keep=keep_workdirs,
                             show_output=show_output, synthetic_data=synthetic_data, clean_env=clean_env,
-                            env_allow=env_allow)
+                            env_allow=env_allow, progress=view)
     except VerifyError as e:
         click.echo(f"cpu2gpu verify: {e}", err=True)
         raise SystemExit(2)
     click.echo(to_json(report) if output_format == "json" else to_text(report))
+    if report_path:
+        from .htmlreport import to_html
+
+        try:
+            with open(report_path, "w", encoding="utf-8") as f:
+                f.write(to_html(report))
+        except OSError as e:
+            click.echo(f"cpu2gpu verify: cannot write the report: {e}", err=True)
+            raise SystemExit(2)
     raise SystemExit(EXIT_CODES.get(report["verdict"], 2))

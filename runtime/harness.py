@@ -37,8 +37,9 @@ def _is_lengths(t) -> bool:
 
 
 class StopRun(BaseException):
-    """Raised after --max-steps optimizer steps; a BaseException so that a
-    script's ``except Exception`` does not swallow it."""
+    """Raised when --max-steps cannot cap the training without ending the run
+    (see stepcap); its argument says why. A BaseException so that a script's
+    ``except Exception`` does not swallow it."""
 
 
 class TimedOut(BaseException):
@@ -106,6 +107,7 @@ class Recorder:
         self._in_backward = False
         self.optimizers_seen: set[int] = set()
         self.trained_devices: set[str] = set()  # devices of the tensors the optimizers step
+        self.cap = None  # the StepCap of --max-steps
 
     def is_batch(self, t) -> bool:
         ref = self.batches.get(id(t))
@@ -115,6 +117,10 @@ class Recorder:
 
     def record_loss(self, t):
         self.backward_calls += 1
+        if self.cap is not None and self.cap.capped:  # past --max-steps: not a training step's loss
+            self.scaled.pop(id(t), None)
+            self.cap.on_backward()
+            return
         try:
             if t.numel() != 1:
                 return
@@ -132,10 +138,13 @@ class Recorder:
             self.optimizers_seen.add(id(optimizer))
             self.trained_devices.update(_device_name(p.device) for group in optimizer.param_groups
                                         for p in group["params"])
+        if self.cap is not None and self.cap.suppressing:  # a step after the cap: it did nothing
+            self.cap.end_skipped()
+            return
         self.steps += 1
         self.step_ends.append(time.perf_counter())
-        if self.max_steps is not None and self.steps >= self.max_steps:
-            raise StopRun()
+        if self.cap is not None:
+            self.cap.counted(sys._getframe(1))
 
     # -- modules --------------------------------------------------------------
 
@@ -260,6 +269,11 @@ def install(rec: Recorder) -> None:
 
     _track_batches(rec)
     _unscale_losses(rec)
+    if rec.max_steps is not None:
+        from . import stepcap
+
+        rec.cap = stepcap.StepCap(rec, rec.max_steps)
+        stepcap.install(rec.cap)  # after _track_batches: its gate decides before a batch is noted
 
 
 def _track_batches(rec: Recorder) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import statistics
 
+from .capreport import cap_lines
+
 
 def _ms_per_step(run: dict):
     times = run.get("step_times") or []
@@ -42,7 +44,7 @@ def to_json(report: dict) -> str:
         entry = summary(run, comps.get(run["label"]))
         for key in ("losses", "step_times", "backward_calls", "device_forward_calls", "cpu_forward_calls",
                     "trained_devices", "modules", "events", "exception", "diagnosis", "device_rng", "exit_code",
-                    "wall_seconds", "stdout_tail", "stderr_tail", "workdir", "needs_data", "synthetic"):
+                    "wall_seconds", "stdout_tail", "stderr_tail", "workdir", "needs_data", "synthetic", "cap"):
             if key in run:
                 entry[key] = run[key]
         out["runs"].append(entry)
@@ -58,10 +60,10 @@ def _table(rows: list, headers: list) -> list:
 def _audit_lines(run: dict) -> list:
     lines = []
     for m in run.get("modules", []):
-        params = ", ".join(m["param_devices"]) or "no parameters"
-        inputs = ", ".join(m["input_devices"]) or "none"
+        params = "parameters on " + ", ".join(m["param_devices"]) if m["param_devices"] else "no parameters"
+        inputs = "inputs on " + ", ".join(m["input_devices"]) if m["input_devices"] else "no tensor inputs"
         where = f"{m['device_calls']} on the device, {m['cpu_calls']} on the CPU"
-        lines.append(f"    {m['name']} ({m['class']}): parameters {params}; inputs {inputs}; {m['calls']} calls ({where})")
+        lines.append(f"    {m['name']} ({m['class']}): {params}; {inputs}; {m['calls']} call{'s' if m['calls'] != 1 else ''} ({where})")
     for e in run.get("events", []):
         w = e.get("where") or {}
         at = f" at {w['file']}:{w['line']}" if w.get("file") else ""
@@ -79,13 +81,29 @@ _EVENTS = {
 _STATUS = {"max_steps": "max-steps", "needs_data": "needs-data"}
 
 
+def device_calls(run: dict) -> str:
+    """The calls on the device as the sum of the audited (top-level) modules' calls; the run's
+    total counts the nested modules' calls too, so it is named as such, not set beside them."""
+    total = run["device_forward_calls"]
+    mods = [m for m in run.get("modules", []) if m["device_calls"]]
+    if not mods:
+        return f"{total} module calls on the device"
+    shown = [f"{m['name']} {m['device_calls']}" for m in mods[:4]]
+    if len(mods) > 4:
+        shown.append(f"{sum(m['device_calls'] for m in mods[4:])} of {len(mods) - 4} more modules")
+    text = " + ".join(shown) + " calls on the device"
+    if total != sum(m["device_calls"] for m in mods):
+        text += f" ({total} counting the calls of their nested modules)"
+    return text
+
+
 def _pass_lines(report: dict) -> list:
     runs = report["runs"]
     lines = ["verdict: PASS"]
     dev = next((r for r in runs if r["mode"] in ("cuda", "sim")), None)
     if dev:
         if dev["device_forward_calls"] or not dev.get("trained_devices"):
-            lines.append(f"  trains on the device: {dev['label']}, {dev['device_forward_calls']} module calls there")
+            lines.append(f"  trains on the device: {dev['label']}, {device_calls(dev)}")
         else:  # no module: the optimizer steps plain tensors
             where = ", ".join(dev["trained_devices"])
             lines.append(f"  trains on the device: {dev['label']}, the optimizer's tensors are on {where}")
@@ -138,6 +156,8 @@ def _needs_data_lines(report: dict) -> list:
 def to_text(report: dict) -> str:
     s = report["settings"]
     head = f"cpu2gpu verify {s['script']}" + (f" --against {s['against']}" if s["against"] else "")
+    if s.get("device"):
+        head += f" --device {s['device']}"
     if s.get("max_steps"):
         head += f" (first {s['max_steps']} steps)"
     out = [head, ""]
@@ -166,6 +186,7 @@ def to_text(report: dict) -> str:
         if c.get("note"):
             out += ["", f"  note ({c['run']}): {c['note']}"]
 
+    out += cap_lines(report)
     out += _synthetic_lines(report)
     out.append("")
     v = report["verdict"]

@@ -17,6 +17,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+from . import progress
 from .environment import child_environment
 
 # Folders a script does not read and that can be large.
@@ -154,8 +155,10 @@ def _failed_result(spec: RunSpec, status: str, message: str) -> dict:
 
 
 def run(spec: RunSpec, *, max_steps=None, seed=0, timeout=600.0, cwd=None, keep=False,
-        show_output=False, threads=None, synthetic_data=False, clean_env=False, env_allow=()) -> dict:
-    """Run one script in a fresh child process; return its result dict."""
+        show_output=False, threads=None, synthetic_data=False, clean_env=False, env_allow=(),
+        on_progress=None) -> dict:
+    """Run one script in a fresh child process; return its result dict.
+    on_progress(line) gets the child's progress lines ({"steps", "loss"}) while it runs."""
     cwd = os.path.abspath(cwd or os.getcwd())
     script = os.path.abspath(spec.script)
     root = choose_root(script, cwd)
@@ -174,6 +177,9 @@ def run(spec: RunSpec, *, max_steps=None, seed=0, timeout=600.0, cwd=None, keep=
         cmd += ["--max-steps", str(max_steps)]
     if synthetic_data:
         cmd.append("--synthetic-data")
+    progress_path = os.path.join(tmp, "progress.jsonl")
+    if on_progress is not None:
+        cmd += ["--progress", progress_path]
     cmd += ["--", run_script, *spec.args]
     env = child_environment(os.environ, clean_env, env_allow, home=os.path.join(tmp, "home"))
     env.setdefault("PYTHONHASHSEED", "0")  # same set/dict orders in every run
@@ -191,7 +197,10 @@ def run(spec: RunSpec, *, max_steps=None, seed=0, timeout=600.0, cwd=None, keep=
         proc = subprocess.Popen(cmd, cwd=run_cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=err, start_new_session=True)
         try:
-            proc.wait(timeout=timeout)
+            if on_progress is None:
+                proc.wait(timeout=timeout)
+            else:
+                progress.follow(proc, progress_path, timeout, on_progress)
         except subprocess.TimeoutExpired:
             timed_out = True
             _stop(proc)

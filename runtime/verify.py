@@ -6,6 +6,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 from . import compare as cmp
+from .notebookrun import is_notebook
 from .runner import RunSpec, run
 
 DEVICES = ("auto", "cuda", "cpu", "sim")
@@ -54,6 +55,14 @@ def _run_failure(spec: RunSpec, res: dict) -> dict:
     return _reason(spec, f"the script raised {exc.get('type')}: {exc.get('message')}{at}", where=where)
 
 
+def _no_step_cause(spec: RunSpec, res: dict) -> str:
+    cause = (f"no training step ran in the {spec.mode} run (0 optimizer steps): "
+             f"nothing shows that the script trains on the device")
+    if res.get("cpu_forward_calls"):
+        cause += f"; its {res['cpu_forward_calls']} module calls ran on the CPU"
+    return cause
+
+
 def judge(specs: list, results: list, rtol=None) -> dict:
     reasons, comparisons, errors = [], [], []
     by_label = dict(zip((s.label for s in specs), results))
@@ -66,7 +75,10 @@ def judge(specs: list, results: list, rtol=None) -> dict:
             (errors if spec.role == "original" else reasons).append(failure)
         elif spec.mode in ("cuda", "sim") and res["device_forward_calls"] == 0 \
                 and not any(d != "cpu" for d in res.get("trained_devices", ())):
-            if not res.get("modules") and res.get("trained_devices"):
+            if not res.get("steps"):
+                # Nothing trained, so nothing shows where the model is: a rule blamed here could be false.
+                reasons.append(_reason(spec, _no_step_cause(spec, res)))
+            elif not res.get("modules") and res.get("trained_devices"):
                 reasons.append(_reason(  # no module at all: the optimizer trains plain tensors
                     spec, f"the tensors the optimizer trains stayed on the CPU in the {spec.mode} run",
                     "CG102", "tensor-not-moved"))
@@ -138,13 +150,28 @@ def needed_data(specs: list, results: list) -> list:
     return list(by_path.values())
 
 
+def _read_notebook(path: str) -> None:
+    """A file that is not a notebook is a usage error, found before any run starts."""
+    from cpu2gpu.engine import SourceError
+    from cpu2gpu.notebook import load
+
+    try:
+        with open(path, "rb") as f:
+            load(f.read())
+    except (OSError, SourceError) as error:
+        raise VerifyError(f"{path}: {getattr(error, 'message', error)}") from None
+
+
 def verify(script: str, args=(), *, against=None, device="auto", max_steps=None, seed=0, timeout=600.0,
            jobs=None, rtol=None, cwd=None, keep=False, show_output=False, synthetic_data=False,
-           clean_env=False, env_allow=()) -> dict:
-    """Run `script` (and `against`) as planned; return the whole report as data."""
+           clean_env=False, env_allow=(), progress=None) -> dict:
+    """Run `script` (and `against`) as planned; return the whole report as data.
+    `progress` (a progressview.ProgressView) is told of each run as it goes."""
     for path in filter(None, (script, against)):
         if not os.path.isfile(path):
             raise VerifyError(f"no such file: {path}")
+        if is_notebook(path):
+            _read_notebook(path)
     if device not in DEVICES:
         raise VerifyError(f"unknown device {device!r}")
     has_cuda = cuda_available() if device in ("auto", "cuda") else False
@@ -154,10 +181,19 @@ def verify(script: str, args=(), *, against=None, device="auto", max_steps=None,
 
     threads = max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 else None
 
+    if progress:
+        progress.start(script, device, specs, max_steps)
+
     def one(spec):
-        return run(spec, max_steps=max_steps, seed=seed, timeout=timeout, cwd=cwd, keep=keep,
-                   show_output=show_output, threads=threads, synthetic_data=synthetic_data,
-                   clean_env=clean_env, env_allow=tuple(env_allow))
+        on_progress = (lambda line: progress.update(spec.label, line)) if progress else None
+        if progress:
+            progress.begin(spec.label)
+        res = run(spec, max_steps=max_steps, seed=seed, timeout=timeout, cwd=cwd, keep=keep,
+                  show_output=show_output, threads=threads, synthetic_data=synthetic_data,
+                  clean_env=clean_env, env_allow=tuple(env_allow), on_progress=on_progress)
+        if progress:
+            progress.done(spec.label, res)
+        return res
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         results = list(pool.map(one, specs))

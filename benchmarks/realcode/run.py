@@ -58,7 +58,9 @@ import strip_device as sd  # noqa: E402
 CACHE = Path("/tmp/cpu2gpu-realcode")
 measure.CACHE = CACHE  # engines extracted under /tmp/cpu2gpu-realcode/engine-<sha>
 SITE = CACHE / "site"  # extra packages for the originals (matplotlib, pandas, scikit-learn, scipy, tqdm)
-CPU2GPU = ROOT / ".venv" / "bin" / "cpu2gpu"  # verify: always the working tree
+# verify: the working tree's, or $CPU2GPU_VERIFY (a cpu2gpu executable of a fixed revision: work in
+# progress on the runtime then cannot change a measurement halfway through)
+CPU2GPU = Path(os.environ.get("CPU2GPU_VERIFY") or ROOT / ".venv" / "bin" / "cpu2gpu")
 STANDINS = {"torchvision", "torchaudio", "datasets"}  # verify --synthetic-data stands in for these
 PRELUDE = ("try:\n    display\nexcept NameError:\n    def display(*args, **kwargs):\n        pass\n")
 KEEP_CELL_MAGICS = {"time", "timeit", "capture"}

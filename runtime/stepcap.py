@@ -1,0 +1,261 @@
+"""--max-steps N: cap the training at N optimizer steps without cutting the script.
+
+Stopping the script at the N-th step would skip what follows the training
+(evaluation, the ``.numpy()`` of predictions, plots, checkpoints), where many
+placement bugs live. So after N steps the training is capped, not stopped:
+
+- Loaders run dry. A pass over a DataLoader (one ``for`` over it) ends at its
+  next batch once an optimizer step followed one of its batches: that pass is a
+  training loop. Every pass that starts after the cap yields at most
+  EVAL_BATCHES batches and also ends at the first batch after a step. The
+  remaining epochs thus take one batch each: one, not none, because the code
+  around an inner loop often divides by what the loop counted
+  (``correct / total``), and an empty epoch would raise ZeroDivisionError in a
+  correct script. A pass with no step is an evaluation: it gets its few batches,
+  so the evaluation code runs on real batches, however many epochs came before.
+- Steps after the cap do nothing: the optimizer is called with its gradients
+  hidden (it skips parameters without one) and the step is not counted. Every
+  run trains exactly N steps and records N losses, so --against compares.
+- What cannot be run dry ends the run as --max-steps always did (StopRun),
+  and the result says which: a step after the cap that no live pass over a
+  DataLoader drives ("loop": ``for step in range(...)`` over tensors, batches
+  kept in a list, ``next(it)`` called by hand, where ending the iterator would
+  raise in a correct script), or training that goes on after the cap for more
+  than CEILING backward passes or steps ("ceiling": thousands of one-batch
+  epochs).
+
+Only ``for`` loops (and comprehensions, ``enumerate``, ``zip``...) see a pass
+end: an explicit ``next()`` is never answered with StopIteration by the cap.
+"""
+
+from __future__ import annotations
+
+import dis
+import sys
+import weakref
+
+from .linetrace import Lines
+
+EVAL_BATCHES = 3
+_FOR_ITER = dis.opmap["FOR_ITER"]
+_PASS = "_cpu2gpu_pass"
+
+
+def ceiling(max_steps: int) -> int:
+    """How much training (backward passes, skipped steps) may follow the cap before the run is stopped."""
+    return max(2 * max_steps, 50)
+
+
+def _in_for_loop(frame) -> bool:
+    """Whether the iterator is advanced by a for loop (not by an explicit next())."""
+    try:
+        return frame.f_code.co_code[frame.f_lasti] == _FOR_ITER
+    except (AttributeError, IndexError):
+        return False
+
+
+class Loop:
+    """The passes over DataLoaders that start at one line of the user's code."""
+
+    def __init__(self, where):
+        self.where = where
+        self.passes = self.batches = self.steps = 0
+        self.passes_after_cap = self.batches_after_cap = self.skipped_steps = 0
+
+    def as_dict(self, display) -> dict:
+        w = self.where
+        return {"file": display(w["file"]) if w else None, "line": w["line"] if w else None,
+                "role": "training" if self.steps or self.skipped_steps else "evaluation",
+                "passes": self.passes, "batches": self.batches, "steps": self.steps,
+                "passes_after_cap": self.passes_after_cap, "batches_after_cap": self.batches_after_cap,
+                "skipped_steps": self.skipped_steps}
+
+
+class Pass:
+    __slots__ = ("loop", "iterator", "mark", "after_cap", "ended", "explicit")
+
+    def __init__(self, loop: Loop, it):
+        self.loop = loop
+        self.iterator = weakref.ref(it)  # a pass left by `break` is over once its iterator is gone
+        self.mark = None  # step count at its last batch
+        self.after_cap = 0  # batches yielded after the cap
+        self.ended = False
+        self.explicit = False  # its last batch came from an explicit next()
+
+
+class StepCap:
+    def __init__(self, rec, max_steps: int):
+        self.rec = rec
+        self.max_steps = max_steps
+        self.ceiling = ceiling(max_steps)
+        self.capped = False
+        self.suppressing = False
+        self.step_events = 0  # counted and skipped steps: what a pass compares its mark with
+        self.skipped = 0
+        self.backward_after = 0
+        self.at = None  # where the N-th step was taken
+        self.stopped_at = None
+        self.loops: dict = {}
+        self._latest = None  # the pass that yielded the latest batch
+        self._hidden: list = []
+        self.lines = Lines(rec.is_user_file)
+
+    # -- loaders -------------------------------------------------------------
+
+    def _loop_at(self, frame) -> Loop:
+        where = self.rec.user_location(frame)
+        key = (where["file"], where["line"]) if where else None
+        loop = self.loops.get(key)
+        if loop is None:
+            loop = self.loops[key] = Loop(where)
+        return loop
+
+    def new_pass(self, it, frame) -> Pass:
+        p = Pass(self._loop_at(frame), it)
+        p.loop.passes += 1
+        if self.capped:
+            p.loop.passes_after_cap += 1
+        setattr(it, _PASS, p)
+        return p
+
+    def gate(self, it, frame) -> Pass | None:
+        """The pass `it` belongs to, or None when the cap ends it here."""
+        p = getattr(it, _PASS, None) or self.new_pass(it, frame)
+        if self.capped and _in_for_loop(frame):
+            stepped = p.mark is not None and self.step_events > p.mark
+            if p.ended or stepped or p.after_cap >= EVAL_BATCHES:
+                p.ended = True
+                return None
+        return p
+
+    def on_batch(self, p: Pass, frame) -> None:
+        p.mark = self.step_events
+        p.explicit = not _in_for_loop(frame)
+        p.loop.batches += 1
+        if self.capped:
+            p.after_cap += 1
+            p.loop.batches_after_cap += 1
+        self._latest = p
+
+    def _driving(self) -> Pass | None:
+        """The pass over a DataLoader (in a for loop) that the coming step trains on, if any: the
+        latest, while it goes on, or (a step after the loop, of accumulated gradients) right after
+        its last batch."""
+        p = self._latest
+        if p is None or p.explicit:
+            return None
+        if self.step_events == p.mark:
+            return p
+        return None if p.ended or p.iterator() is None else p
+
+    # -- steps -------------------------------------------------------------------
+
+    def _stop(self, reason: str, frame):
+        from .harness import StopRun
+
+        self.stopped_at = self.rec.user_location(frame)
+        self.lines.stop()
+        raise StopRun(reason)
+
+    def before_step(self, optimizer, args, kwargs):
+        """Optimizer step pre-hook: after the cap, a step does nothing (or ends the run)."""
+        if not self.capped:
+            return None
+        frame = sys._getframe(1)
+        driver = self._driving()
+        if driver is None:
+            self._stop("loop", frame)
+        if self.skipped >= self.ceiling:
+            self._stop("ceiling", frame)
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    self._hidden.append((p, p.grad))
+                    p.grad = None
+        self.suppressing = True
+        driver.loop.skipped_steps += 1
+        return None
+
+    def end_skipped(self) -> None:
+        """After a skipped step: give the gradients back, as if the step had run."""
+        for p, g in self._hidden:
+            p.grad = g
+        self._hidden.clear()
+        self.suppressing = False
+        self.skipped += 1
+        self.step_events += 1
+
+    def counted(self, frame) -> None:
+        """After a counted step: note it; the N-th caps the training."""
+        driver = self._driving()
+        self.step_events += 1
+        if driver is not None:
+            driver.loop.steps += 1
+        if self.rec.steps < self.max_steps:
+            return
+        self.capped = True
+        self.at = self.rec.user_location(frame)
+        if driver is None:  # nothing to run dry: end here, as --max-steps always did
+            self._stop("loop", frame)
+        self.lines.start(frame)
+
+    def on_backward(self) -> None:
+        """A backward pass after the cap: training that goes on; bounded."""
+        self.backward_after += 1
+        if self.backward_after > self.ceiling:
+            self._stop("ceiling", sys._getframe())
+
+    # -- the result ----------------------------------------------------------------
+
+    def report(self, status: str, stop_reason: str | None, display) -> dict:
+        self.lines.stop()
+        if not self.capped:
+            ended = None
+        elif stop_reason:
+            ended = stop_reason
+        else:
+            ended = {"ok": "end", "max_steps": "end"}.get(status, status)
+        place = (lambda w: {"file": display(w["file"]), "line": w["line"]} if w else None)
+        return {
+            "max_steps": self.max_steps, "reached": self.capped, "ended": ended,
+            "at": place(self.at), "stopped_at": place(self.stopped_at),
+            "skipped_steps": self.skipped, "backward_after_cap": self.backward_after, "ceiling": self.ceiling,
+            "lines_after_cap": len(self.lines.seen),
+            "loops": [loop.as_dict(display) for loop in self.loops.values()],
+        }
+
+
+def install(cap: StepCap) -> None:
+    """Hook the optimizers' steps and the DataLoaders' passes."""
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+    from torch.utils.data import dataloader
+
+    register_optimizer_step_pre_hook(cap.before_step)
+
+    loader_cls = dataloader.DataLoader
+    orig_iter = loader_cls.__iter__
+
+    def __iter__(self):
+        it = orig_iter(self)
+        cap.new_pass(it, sys._getframe(1))  # persistent workers: the same iterator, a new pass
+        return it
+
+    loader_cls.__iter__ = __iter__
+
+    base = dataloader._BaseDataLoaderIter
+    orig_next = base.__next__
+
+    def __next__(self):
+        frame = sys._getframe(1)
+        p = cap.gate(self, frame)
+        if p is None:
+            raise StopIteration
+        try:
+            batch = orig_next(self)
+        except StopIteration:
+            p.ended = True
+            raise
+        cap.on_batch(p, frame)
+        return batch
+
+    base.__next__ = __next__

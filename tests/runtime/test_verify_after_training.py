@@ -1,0 +1,119 @@
+"""--max-steps caps the training but lets the code after it run (evaluation, .numpy(), saving).
+
+The fixtures train over a DataLoader for three epochs of six batches; with
+--max-steps 5 the cap falls in the first epoch.
+"""
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+pytest.importorskip("torch")
+
+from click.testing import CliRunner  # noqa: E402
+
+from cpu2gpu.runtime.cli import verify as verify_cmd  # noqa: E402
+from cpu2gpu.runtime.report import to_json, to_text  # noqa: E402
+from cpu2gpu.runtime.stepcap import EVAL_BATCHES, ceiling  # noqa: E402
+from cpu2gpu.runtime.verify import verify  # noqa: E402
+
+from ..conftest import HANG_GUARD_S  # noqa: E402
+
+pytestmark = pytest.mark.runtime
+
+
+def _line_of(path, text):
+    with open(path) as f:
+        return next(i for i, line in enumerate(f, 1) if text in line)
+
+
+def _run_all(fixtures_dir, cases):
+    def one(item):
+        name, (script, kw) = item
+        kw = dict(kw, cwd=fixtures_dir, timeout=HANG_GUARD_S, jobs=2)
+        if kw.get("against"):
+            kw["against"] = os.path.join(fixtures_dir, kw["against"])
+        return name, verify(os.path.join(fixtures_dir, script), **kw)
+
+    with ThreadPoolExecutor(2) as pool:
+        return dict(pool.map(one, cases.items()))
+
+
+def _loop(run, line):
+    return next(loop for loop in run["cap"]["loops"] if loop["line"] == line)
+
+
+def test_a_bug_after_the_training_is_found_and_its_fix_passes(fixtures_dir):
+    reports = _run_all(fixtures_dir, {
+        "bug": ("after_training_bug.py", {"device": "sim", "max_steps": 5}),
+        "fixed": ("after_training_fixed.py", {"device": "sim", "max_steps": 5,
+                                              "against": "after_training_original.py"}),
+    })
+
+    bug = reports["bug"]
+    numpy_line = _line_of(os.path.join(fixtures_dir, "after_training_bug.py"), ".argmax(1).numpy()")
+    assert bug["verdict"] == "fail"
+    [reason] = bug["reasons"]
+    assert reason["rule"] == "CG107" and reason["where"] == {"file": "after_training_bug.py", "line": numpy_line}
+    [run] = bug["runs"]
+    assert run["status"] == "error" and run["steps"] == 5 and len(run["losses"]) == 5
+    assert run["cap"]["reached"] and run["cap"]["ended"] == "error" and run["cap"]["lines_after_cap"] > 0
+    assert f"after_training_bug.py:{numpy_line}" in to_text(bug)
+
+    fixed = reports["fixed"]
+    assert fixed["verdict"] == "pass", fixed["reasons"]
+    original, migrated = fixed["runs"]
+    assert original["losses"] == migrated["losses"] and len(original["losses"]) == 5
+    for run, script in ((original, "after_training_original.py"), (migrated, "after_training_fixed.py")):
+        path = os.path.join(fixtures_dir, script)
+        cap = run["cap"]
+        assert run["status"] == "max_steps" and run["steps"] == 5
+        assert cap["reached"] and cap["ended"] == "end" and cap["at"]["line"] == _line_of(path, "optimizer.step()")
+        train = _loop(run, _line_of(path, "in train_loader:"))
+        # three epochs: the cap ends the first; the other two take one batch each, and their steps do nothing
+        assert train["role"] == "training" and train["passes"] == 3 and train["steps"] == 5
+        assert train["passes_after_cap"] == 2 and train["batches_after_cap"] == 2 and train["skipped_steps"] == 2
+        test = _loop(run, _line_of(path, "in test_loader:"))
+        # the evaluation after the training gets a few of its four batches
+        assert test["role"] == "evaluation" and test["steps"] == 0 and test["batches"] == EVAL_BATCHES
+        # the evaluation's lines and the last print ran
+        assert cap["lines_after_cap"] >= 8
+
+    text = to_text(fixed)
+    assert "verdict: PASS" in text and "the script then ran to its end" in text
+    test_line = _line_of(os.path.join(fixtures_dir, "after_training_fixed.py"), "in test_loader:")
+    assert f"after_training_fixed.py:{test_line}  evaluation" in text
+    assert '"cap"' in to_json(fixed)
+
+
+def test_loops_that_cannot_run_dry_end_the_run_and_say_why(fixtures_dir):
+    reports = _run_all(fixtures_dir, {
+        "tensors": ("linreg_migrated.py", {"device": "cpu", "max_steps": 5}),
+        "epochs": ("after_training_many_epochs.py", {"device": "cpu", "max_steps": 2}),
+        "short": ("linreg_migrated.py", {"device": "cpu", "max_steps": 500}),
+    })
+    for rep in reports.values():
+        assert rep["verdict"] == "pass", rep["reasons"]
+
+    # `for epoch in range(100)` over tensors: stopped at the cap, as --max-steps always did
+    [run] = reports["tensors"]["runs"]
+    step_line = _line_of(os.path.join(fixtures_dir, "linreg_migrated.py"), "optimizer.step()")
+    assert run["status"] == "max_steps" and run["steps"] == 5 and len(run["losses"]) == 5
+    assert run["cap"]["ended"] == "loop" and run["cap"]["stopped_at"]["line"] == step_line
+    assert "could not be run dry" in to_text(reports["tensors"])
+
+    # endless one-batch epochs: each takes its batch after the cap, up to the ceiling
+    [run] = reports["epochs"]["runs"]
+    assert run["status"] == "max_steps" and run["steps"] == 2 and len(run["losses"]) == 2
+    assert run["cap"]["ended"] == "ceiling" and run["cap"]["skipped_steps"] == ceiling(2)
+    assert "the code after the training did not run" in to_text(reports["epochs"])
+
+    # a script shorter than the cap runs as without it
+    [run] = reports["short"]["runs"]
+    assert run["status"] == "ok" and run["steps"] == 100 and not run["cap"]["reached"]
+
+
+def test_the_help_says_the_code_after_the_training_runs():
+    out = CliRunner().invoke(verify_cmd, ["--help"]).output
+    assert "--max-steps" in out and "after the training" in out
