@@ -22,7 +22,17 @@ caches do not count as work. Two ways of counting, each in its own processes:
 RSS rounds alternate idle, parse and check on each input and the table shows their medians;
 the traced peak, the same in every run, is measured once.
 
-Measured: FIGURES
+Measured here (2 slow cores, libcst 1.x native parser; peak MB per MB of source):
+
+    input                       MB | RSS MB/MB: parse  check  ratio | traced MB/MB: parse  check  ratio
+    fixtures x 0.5 MB         0.50 |              20.5  141.3   6.89 |                 41.6  148.7   3.57
+    fixtures x 1 MB           1.00 |             296.6  417.5   1.41 |                 41.4  147.0   3.55
+    fixtures x 2 MB           2.00 |             433.8  556.3   1.28 |                 41.2  146.2   3.54
+    d2lzh_pytorch/utils.py    0.05 |  (below the RSS resolution)     |                 35.3  106.9   3.03
+
+From 1 MB on, the whole process's peak is libcst's own parse (its native parser's buffers are not
+Python allocations, so tracemalloc does not see them): check adds about 120 MB per MB of source to
+it, 1.3-1.4 times the parse alone. In Python allocations, check holds 3.5 times what the parse does.
 
 check holds the libcst tree and Python's own ``ast`` tree of the file (the parser judges first)
 and the facts at once; the positions are computed only where there are findings.
