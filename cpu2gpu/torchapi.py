@@ -141,6 +141,8 @@ def is_module_class(qualname: str) -> bool:
         return False
     if qualname.startswith("torch.nn.") and not qualname.startswith(("torch.nn.functional.", "torch.nn.init.", "torch.nn.utils.")):
         last = qualname.rsplit(".", 1)[1]
+        if last == "from_pretrained":  # nn.Embedding.from_pretrained(weights): a layer, made by its classmethod
+            last = qualname.rsplit(".", 2)[1]
         return last[:1].isupper() and last != "Parameter"
     if qualname.endswith(".from_pretrained"):
         # AutoModel.from_pretrained is a model; a tokenizer, processor or config is not

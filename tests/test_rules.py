@@ -162,3 +162,12 @@ def test_a_lambda_that_a_function_calls_is_fixed_once():
               "x = torch.randn(4, 3).to(dev)\nraises(lambda: x + torch.ones(4, 3))\n")
     assert len(check_source(source)) == 1
     assert rewrite_source(source).endswith("raises(lambda: x + torch.ones(4, 3, device=dev))\n")
+
+
+def test_a_layer_made_by_from_pretrained_is_a_module():
+    source = ("import torch\nimport torch.nn as nn\n\n\nclass Encoder(nn.Module):\n    def __init__(self):\n"
+              "        super().__init__()\n        self.pos = nn.Embedding.from_pretrained(torch.randn(6, 4), freeze=True)\n\n"
+              "    def forward(self, x):\n        return x + self.pos(torch.LongTensor([[1, 2, 3, 4, 0]]))\n\n\n"
+              "model = Encoder()\nprint(model(torch.randn(1, 5, 4)))\n")
+    assert "self.pos(torch.LongTensor([[1, 2, 3, 4, 0]]).to(x.device))" in rewrite_source(source)
+    assert "model = Encoder().to(device)" in rewrite_source(source)

@@ -333,6 +333,8 @@ class StatementWalker:
                     value = self.expr(value_el.value, scope)
                     self.bind(target_el.value, value, stmt, value_el.value, scope)
                 return
+            if self.unpack_mapped_tensors(node, stmt, scope):
+                return
             value = self.expr(node.value, scope)
             if value is not None and value.kind is Kind.BATCH and self.unpack_batch(node, value, stmt, scope):
                 return
@@ -406,9 +408,26 @@ class StatementWalker:
             name = element.value
             assert isinstance(name, cst.Name)
             value = self.new(Kind.BATCH, name, scope, name=name.value, origin=Origin.UNPACK,
-                             loader=batch.loader, binding_stmt=stmt)
+                             loader=batch.loader, binding_stmt=stmt, origin_file=batch.origin_file)
             self.bind(name, value, stmt, None, scope)
         return True
+
+    def unpack_mapped_tensors(self, node: cst.Assign, stmt: cst.CSTNode, scope: Scope) -> bool:
+        """``x, y = map(torch.LongTensor, zip(*batch))``: each name is a tensor made on the CPU, moved after
+        this line like the parts of a batch. (Only when unpacked: the map object itself has no ``.to()``.)"""
+        call = node.value
+        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "map"
+                and not scope.has("map") and len(call.args) >= 2 and not any(a.star or a.keyword for a in call.args)
+                and len(node.targets) == 1 and isinstance(node.targets[0].target, (cst.Tuple, cst.List))):
+            return False
+        maker = self.imports.resolve(call.args[0].value)
+        if maker not in api.CONVERSIONS and maker not in ("torch.tensor", "torch.as_tensor"):
+            return False
+        for arg in call.args[1:]:
+            self.expr(arg.value, scope)
+        made = self.new(Kind.BATCH, call, scope, origin=Origin.UNPACK,
+                        origin_file=f"`map({dotted(call.args[0].value)}, ...)`")  # named in CG103's message
+        return self.unpack_batch(node, made, stmt, scope)
 
     def batch_from(self, node: cst.CSTNode, loader: Optional[Value], scope: Scope) -> Value:
         """A batch read out of a loader or a batch: ``next(iter(loader))``, ``data[0]``."""

@@ -96,6 +96,15 @@ class BatchNotMoved(Rule):
             "    images, labels = images.to(device), labels.to(device)\n    outputs = model(images)\n"
             "    _, predicted = torch.max(outputs.data, 1)\n    correct += (predicted == labels).sum().item()\n",
         ),
+        Invalid(  # tensors made by map() from a batch of lists, then unpacked
+            "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "model = torch.nn.Embedding(10, 4).to(device)\n"
+            "ids, targets = map(torch.LongTensor, zip(*batch))\nprint(model(ids).sum(-1) - targets)\n",
+            "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "model = torch.nn.Embedding(10, 4).to(device)\n"
+            "ids, targets = map(torch.LongTensor, zip(*batch))\nids, targets = ids.to(device), targets.to(device)\n"
+            "print(model(ids).sum(-1) - targets)\n",
+        ),
         Invalid(  # a TensorDataset read without a loader: its items and its tensors
             "import torch\nfrom torch.utils.data import TensorDataset\n"
             "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\nmodel = torch.nn.Linear(2, 1).to(device)\n"
