@@ -65,7 +65,7 @@ STANDINS = {"torchvision", "torchaudio", "datasets"}  # verify --synthetic-data 
 PRELUDE = ("try:\n    display\nexcept NameError:\n    def display(*args, **kwargs):\n        pass\n")
 KEEP_CELL_MAGICS = {"time", "timeit", "capture"}
 CLASSES = ["pass", "tool-crash", "orig-missing-package", "orig-needs-data", "orig-error", "orig-timeout",
-           "missed-move", "wrong-move", "broken-cpu-run", "losses-differ", "needs-data", "verify-error"]
+           "orig-no-step", "missed-move", "wrong-move", "broken-cpu-run", "losses-differ", "needs-data", "verify-error"]
 _lock = threading.Lock()
 _trees: dict = {}
 
@@ -247,6 +247,8 @@ def classify_orig(rep: dict | None, res: dict) -> tuple[str, str]:
             return "orig-timeout", "the verify of the original did not finish"
         return "orig-error", "verify gave no report: " + first_line(res["stderr"][-2000:])
     v = rep.get("verdict")
+    if v == "pass" and not any(r.get("steps") for r in rep.get("runs", [])):
+        return "orig-no-step", NO_STEP
     if v == "pass":
         return "ok", ""
     if v == "needs-data":
@@ -429,8 +431,18 @@ WRONG_ARGS = re.compile(r"invalid combination of arguments|unexpected keyword ar
                         r"got an unexpected keyword")
 
 
+NO_STEP = ("the original made no optimizer step here (manual updates, training in worker processes, "
+           "or no batch of the stand-in data): no training to compare")
+
+
 def auto_note(r: dict) -> None:
-    """Flags for manual review that the records show by themselves (and a call the rewrite broke: wrong-move)."""
+    """Flags for manual review that the records show by themselves (and a call the rewrite broke: wrong-move;
+    an original that made no optimizer step, which no migration can be judged on: orig-no-step)."""
+    orig = r.get("orig") or {}
+    if orig.get("class") == "ok" and orig.get("steps") == 0:
+        orig["class"] = "orig-no-step"
+        if r["class"] != "tool-crash":
+            r["class"], r["detail"] = "orig-no-step", NO_STEP
     if r["class"] == "missed-move" and WRONG_ARGS.search(r.get("detail", "")):
         r["class"] = "wrong-move"  # the rewrite added an argument the call does not take
     if r["class"] == "orig-missing-package" and r.get("commit"):
@@ -574,7 +586,7 @@ def main(argv=None) -> int:
         recs.sort(key=lambda r: order[r["id"]])
         out_path.write_text(json.dumps({
             "label": a.label, "engine_commit": sha, "engine_dirty": dirty,
-            "verify_from": f"working tree at {verify_sha[:10]}", "max_steps": a.max_steps, "timeout": a.timeout,
+            "verify_from": os.environ.get("CPU2GPU_VERIFY") or f"working tree at {verify_sha[:10]}", "max_steps": a.max_steps, "timeout": a.timeout,
             "date": time.strftime("%Y-%m-%d %H:%M:%S"), "entries": recs}, indent=1) + "\n")
 
     with cf.ThreadPoolExecutor(max_workers=a.jobs) as ex:
