@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from .cache import Cache
-from .engine import Finding, SourceError, check_module, parse, remember_source, select_rules
+from .engine import NOTEBOOK_FIELDS, Finding, SourceError, check_module, parse, remember_source, select_rules
 from .files import NotRegularFileError, Target, mentions_torch, read_source
 from .notebook import CellError, check_notebook, is_notebook
 from .output import FileError
@@ -107,11 +107,22 @@ def _well_formed(answer) -> bool:
             isinstance(error[k], kinds) and not isinstance(error[k], bool) for k, kinds in _ERROR_FIELDS.items())
     findings = answer.get("findings")
     return isinstance(findings, list) and all(
-        isinstance(item, dict) and set(item) - {"cell"} == set(_FINDING_FIELDS)
+        isinstance(item, dict) and set(item) - set(NOTEBOOK_FIELDS) == set(_FINDING_FIELDS)
         and all(isinstance(item[k], kind) and (kind is bool or not isinstance(item[k], bool))
                 for k, kind in _FINDING_FIELDS.items())
-        and (item.get("cell") is None or type(item["cell"]) is int)
+        and all(item.get(k) is None or type(item[k]) is int for k in NOTEBOOK_FIELDS)
         for item in findings)
+
+
+def check_data(path: str, data: bytes, rules: Sequence[Rule]) -> FileResult:
+    """One text that is not read from its path (standard input): checked on its own, as a notebook
+    when the path says so; the project around the path is not read."""
+    try:
+        findings = check_notebook(data, path, rules) if is_notebook(path) else check_module(parse(data), path, rules)
+    except SourceError as error:
+        cell = error.cell if isinstance(error, CellError) else None
+        return FileResult(path, error=FileError(path, error.message, error.line, error.column, cell))
+    return FileResult(path, findings)
 
 
 # -- the whole run --

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import os
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -16,16 +17,17 @@ try:  # a Ctrl-C while the modules load (libcst takes a while) ends the run quie
 
     from . import __version__
     from .cache import CACHE_DIR_NAME, Cache, cache_root, settings_fingerprint
-    from .checking import check_targets
+    from .checking import check_data, check_targets
     from .config import ConfigError, Settings, load_settings
-    from .engine import SourceError, rewrite_data, select_rules
+    from .engine import SourceError, rewrite_data, select_rules, tally_fixes
     from .files import (NotRegularFileError, PatternError, Target, check_patterns, discover, mentions_torch,
                         read_source, regular_or_missing)
     from .notebook import CellError, cell_diff, is_notebook, rewrite_notebook
-    from .output import FORMATS, FileError, render, shown
+    from .output import FORMATS, FileError, hidden_fixes_hint, render, shown
     from .parallel import default_jobs
     from .project import project_seeds
-    from .rules import ALL_RULES
+    from .ruledoc import rule_help
+    from .rules import ALL_RULES, RULES_BY_CODE
     from .seeds import NO_SEEDS
     from .syntax import python_lines
     from .writing import WriteError, write_rewrite
@@ -36,7 +38,7 @@ except KeyboardInterrupt:
 class LazyGroup(click.Group):
     """Commands that need torch are imported only when they run."""
 
-    lazy = {"verify": "cpu2gpu.runtime.cli:verify"}
+    lazy = {"verify": "cpu2gpu.runtime.cli:verify", "server": "cpu2gpu.lsp.command:server"}
 
     def invoke(self, ctx: click.Context):
         try:
@@ -69,7 +71,8 @@ def _unavailable(name: str, error: ImportError) -> click.Command:
     return command
 
 
-@click.group(cls=LazyGroup)
+# -h as well as --help, for the group and (click passes it down) every command
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="cpu2gpu")
 def main() -> None:
     """Move PyTorch scripts from the CPU to the GPU, and prove the move."""
@@ -86,7 +89,7 @@ def _error(path: str, error: SourceError) -> None:
 
 def _settings(paths: Sequence[str]) -> Settings:
     try:
-        return load_settings(Path(paths[0]) if paths else Path.cwd())
+        return load_settings(Path(paths[0]) if paths and paths[0] != STDIN else Path.cwd())
     except ConfigError as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(EXIT_ERROR)
@@ -134,14 +137,77 @@ def _split(values: Sequence[str]) -> list[str]:
     return [part for value in values for part in value.split(",") if part.strip()]
 
 
+def _known_codes(patterns: Sequence[str], where: str) -> None:
+    """Exit 2 on a code or prefix that names no rule (``CG999``): a typo must not pass in silence."""
+    codes = [rule.code for rule in ALL_RULES]
+    unknown = [p.strip() for p in patterns if p.strip() and not any(c.startswith(p.strip().upper()) for c in codes)]
+    if unknown:
+        prefixes = sorted({code[:3] for code in codes})
+        click.echo(f"error: unknown rule code{'s' if len(unknown) > 1 else ''} in {where}: {', '.join(unknown)}\n"
+                   f"known prefixes: CG, {', '.join(prefixes)}\nknown codes: {', '.join(codes)}\n"
+                   "(`cpu2gpu rules` lists them)", err=True)
+        sys.exit(EXIT_ERROR)
+
+
 def _rules(settings: Settings, select: Sequence[str], ignore: Sequence[str]):
+    _known_codes(_split(select), "--select")
+    _known_codes(_split(ignore), "--ignore")
+    for key, patterns in (("select", settings.select), ("ignore", settings.ignore),
+                          ("extend-select", settings.extend_select)):
+        _known_codes(patterns, f"{settings.source}: [tool.cpu2gpu] {key}")
     chosen_select = _split(select) or settings.select
     return select_rules(chosen_select, [*settings.ignore, *_split(ignore)], settings.extend_select)
 
 
+STDIN = "-"
+
+
+def _stdin(paths: Sequence[str], stdin_filename: Optional[str]) -> bool:
+    """Whether the code comes on standard input: ``-`` (or ``--stdin-filename`` alone)."""
+    if STDIN in paths or (stdin_filename is not None and not paths):
+        if len(paths) > 1:
+            raise click.UsageError("`-` (standard input) cannot be given with other paths")
+        return True
+    if stdin_filename is not None:
+        raise click.UsageError("--stdin-filename goes with `-` (the code on standard input)")
+    return False
+
+
+def _stdin_data() -> bytes:
+    data = getattr(sys.stdin, "buffer", sys.stdin).read()
+    return data if isinstance(data, bytes) else data.encode("utf-8")
+
+
+def _stdin_excluded(stdin_filename: Optional[str], settings: Settings, exclude: Sequence[str],
+                    force_exclude: bool) -> bool:
+    """--force-exclude and a --stdin-filename that matches an exclude pattern: nothing is done to it."""
+    if not (force_exclude and stdin_filename):
+        return False
+    return not _targets([stdin_filename], settings, exclude, force_exclude)
+
+
+def _no_files(paths: Sequence[str]) -> None:
+    shown_paths = ", ".join(shown(path) for path in paths)
+    click.echo(f"warning: no Python files found under {shown_paths}", err=True)
+
+
+def _color() -> Optional[bool]:
+    """Colours on a terminal (click's decision), never with NO_COLOR set (https://no-color.org)."""
+    return False if os.environ.get("NO_COLOR") else None
+
+
+_stdin_filename_option = click.option(
+    "--stdin-filename", metavar="PATH",
+    help="With `-`: the path of the code on standard input (settings, messages, notebook or script).")
+
+
 @main.command()
-@click.argument("paths", nargs=-1, required=True)
+@click.argument("paths", nargs=-1)
 @click.option("--output-format", type=click.Choice(FORMATS), default="text", show_default=True)
+@click.option("-o", "--output-file", metavar="PATH", help="Write the report to this file instead of standard output.")
+@_stdin_filename_option
+@click.option("--unsafe-fixes/--no-unsafe-fixes", default=None,
+              help="Count the unsafe fixes as fixable ([*]), as `rewrite --unsafe-fixes` applies them.")
 @selection_options
 @click.option("--exclude", multiple=True, help="Patterns of files and folders to skip in folders (adds to exclude).")
 @click.option("--force-exclude", is_flag=True, help="Apply the exclude patterns to files named on the command line too.")
@@ -151,35 +217,61 @@ def _rules(settings: Settings, select: Sequence[str], ignore: Sequence[str]):
               help="Files checked in parallel  [default: the number of cores]")
 @click.option("--no-cache", is_flag=True, help=f"Neither read nor write {CACHE_DIR_NAME}/.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary line.")
-def check(paths: tuple[str, ...], output_format: str, select: tuple[str, ...], ignore: tuple[str, ...],
+def check(paths: tuple[str, ...], output_format: str, output_file: Optional[str], stdin_filename: Optional[str],
+          unsafe_fixes: Optional[bool], select: tuple[str, ...], ignore: tuple[str, ...],
           exclude: tuple[str, ...], force_exclude: bool, statistics: bool, exit_zero: bool, jobs: Optional[int],
           no_cache: bool, quiet: bool) -> None:
-    """Report device-placement problems (reads the code, never runs it)."""
+    """Report device-placement problems (reads the code, never runs it).
+
+    PATHS: files and folders (default: the current folder); `-` reads the code from standard input."""
     if statistics and output_format not in ("text", "json"):
         raise click.UsageError("--statistics works with --output-format text or json")
-    settings = _settings(paths)
+    stdin = _stdin(paths, stdin_filename)
+    paths = paths or (".",)
+    settings = _settings([stdin_filename] if stdin and stdin_filename else paths)
     rules = _rules(settings, select, ignore)
+    if unsafe_fixes is None:
+        unsafe_fixes = settings.unsafe_fixes
     cache = None
     if not no_cache:
         cache = Cache(cache_root(settings.source), settings_fingerprint(
             [rule.code + "!" * rule.selected_explicitly for rule in rules], settings.unsafe_fixes,
             settings.device_expression))
-    targets = _targets(paths, settings, exclude, force_exclude)
-    results = check_targets(targets, rules, jobs or default_jobs(), cache, quiet)
+    nothing_found = False
+    if stdin:
+        excluded = _stdin_excluded(stdin_filename, settings, exclude, force_exclude)
+        data = _stdin_data()
+        results = [] if excluded else [check_data(stdin_filename or STDIN, data, rules)]
+    else:
+        targets = _targets(paths, settings, exclude, force_exclude)
+        nothing_found = not targets
+        if nothing_found:
+            _no_files(paths)
+        results = check_targets(targets, rules, jobs or default_jobs(), cache, quiet)
     findings = [finding for result in results for finding in result.findings]
     errors = [result.error for result in results if result.error is not None]
     for error in errors:
         click.echo(error.text(), err=True)
-    report = render(findings, output_format, errors, statistics=statistics, quiet=quiet)
-    if report:
-        click.echo(report)
+    report = render(findings, output_format, errors, statistics=statistics, quiet=quiet,
+                    unsafe_fixes=unsafe_fixes, styled=output_format == "text" and output_file is None)
+    if nothing_found and output_format == "text":
+        report = ""  # not "All checks passed!": nothing was checked
+    if output_file is not None:
+        try:
+            Path(output_file).write_text(report + "\n" if report else "", encoding="utf-8")
+        except OSError as error:
+            _echo_error(output_file, f"cannot write the report: {error.strerror or error}")
+            sys.exit(EXIT_ERROR)
+    elif report:
+        click.echo(report, color=_color())
     if errors:
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_FINDINGS if findings and not exit_zero else EXIT_CLEAN)
 
 
 @main.command()
-@click.argument("paths", nargs=-1, required=True)
+@click.argument("paths", nargs=-1)
+@_stdin_filename_option
 @click.option("--in-place", is_flag=True, help="Write the fixes into the files.")
 @click.option("--check", "check_only", is_flag=True, help="Write nothing; exit 1 if a file would change.")
 @click.option("--unsafe-fixes/--no-unsafe-fixes", default=None,
@@ -190,14 +282,27 @@ def check(paths: tuple[str, ...], output_format: str, select: tuple[str, ...], i
 @selection_options
 def rewrite(paths: tuple[str, ...], in_place: bool, check_only: bool, unsafe_fixes: Optional[bool],
             exit_non_zero_on_fix: bool, exclude: tuple[str, ...], force_exclude: bool, select: tuple[str, ...],
-            ignore: tuple[str, ...]) -> None:
-    """Apply the fixes: a unified diff by default, the files with --in-place."""
-    settings = _settings(paths)
+            ignore: tuple[str, ...], stdin_filename: Optional[str] = None) -> None:
+    """Apply the fixes: a unified diff by default, the files with --in-place.
+
+    PATHS: files and folders (default: the current folder); `-` reads the code from standard input
+    and writes the rewritten code to standard output."""
+    stdin = _stdin(paths, stdin_filename)
+    if stdin and in_place:
+        raise click.UsageError("--in-place cannot write to standard input: `rewrite -` writes the code to stdout")
+    paths = paths or (".",)
+    settings = _settings([stdin_filename] if stdin and stdin_filename else paths)
     rules = _rules(settings, select, ignore)
     if unsafe_fixes is None:
         unsafe_fixes = settings.unsafe_fixes
+    if stdin:
+        _rewrite_stdin(stdin_filename or STDIN, _stdin_data(), rules, unsafe_fixes, settings, check_only,
+                       exit_non_zero_on_fix, _stdin_excluded(stdin_filename, settings, exclude, force_exclude))
+    tally = click.get_current_context().with_resource(tally_fixes())  # the unsafe fixes left out
     errors = changed = 0
     targets = _targets(paths, settings, exclude, force_exclude)
+    if not targets:
+        _no_files(paths)
     # (the project is read around regular files only: a FIFO or a device would block it)
     seeds = project_seeds([t.path for t in targets if t.error is None and regular_or_missing(t.path)])
     for target in targets:
@@ -222,7 +327,7 @@ def rewrite(paths: tuple[str, ...], in_place: bool, check_only: bool, unsafe_fix
             continue
         changed += 1
         if check_only:
-            click.echo(f"Would rewrite {shown(target.path)}")
+            click.echo(f"Would rewrite {shown(target.path)}", err=True)
         elif in_place:
             try:
                 write_rewrite(target.path, data, new)
@@ -242,9 +347,42 @@ def rewrite(paths: tuple[str, ...], in_place: bool, check_only: bool, unsafe_fix
             new_text = python_lines(new.decode(encoding, errors="replace"), keepends=True)
             diff = difflib.unified_diff(old_text, new_text, old_name, new_name)
             click.echo("".join(_terminated(diff)), nl=False)
+    _hint_hidden_fixes(tally.hidden)
     if (check_only or exit_non_zero_on_fix) and changed:
         sys.exit(EXIT_ERROR if errors else EXIT_FINDINGS)
     sys.exit(EXIT_ERROR if errors else EXIT_CLEAN)
+
+
+def _hint_hidden_fixes(hidden: int) -> None:
+    hint = hidden_fixes_hint(hidden)
+    if hint:
+        click.echo(hint, err=True)
+
+
+def _rewrite_stdin(path: str, data: bytes, rules, unsafe_fixes: bool, settings: Settings, check_only: bool,
+                   exit_non_zero_on_fix: bool, excluded: bool) -> None:
+    """``rewrite -``: the whole rewritten code on standard output (as editors expect), the messages on
+    standard error. A text that cannot be rewritten comes back unchanged (a filter never loses code)."""
+    new = data
+    if not excluded:
+        with tally_fixes() as tally:
+            try:
+                if is_notebook(path):
+                    new = rewrite_notebook(data, path, rules, unsafe_fixes, settings.device_expression)
+                else:
+                    new = rewrite_data(data, path, rules, unsafe_fixes, settings.device_expression)[1]
+            except SourceError as error:
+                _error(path, error)
+                if not check_only:
+                    click.echo(data, nl=False)  # bytes: written as they are
+                sys.exit(EXIT_ERROR)
+        _hint_hidden_fixes(tally.hidden)
+    if check_only:
+        if new != data:
+            click.echo(f"Would rewrite {shown(path)}", err=True)
+        sys.exit(EXIT_FINDINGS if new != data else EXIT_CLEAN)
+    click.echo(new, nl=False)
+    sys.exit(EXIT_FINDINGS if exit_non_zero_on_fix and new != data else EXIT_CLEAN)
 
 
 def _terminated(lines):
@@ -264,7 +402,21 @@ def rules(output_format: str) -> None:
             for r in ALL_RULES
         ], indent=2))
         return
-    for rule in ALL_RULES:
-        fix = {"safe": "fix", "unsafe": "unsafe fix", None: "no fix"}[rule.fix_safety]
-        off = "" if rule.default_enabled else " (off unless selected)"
-        click.echo(f"{rule.code}  {rule.name:<28} {fix:<11} {rule.summary()}{off}")
+    rows = [(rule.code, rule.name, {"safe": "fix", "unsafe": "unsafe fix", None: "no fix"}[rule.fix_safety],
+             rule.summary() + ("" if rule.default_enabled else " (off unless selected)")) for rule in ALL_RULES]
+    widths = [max(len(row[column]) for row in rows) for column in range(3)]
+    for code, name, fix, summary in rows:  # aligned columns, whatever the longest name
+        click.echo(f"{code:<{widths[0]}}  {name:<{widths[1]}}  {fix:<{widths[2]}}  {summary}")
+
+
+@main.command("rule")
+@click.argument("code")
+def rule_command(code: str) -> None:
+    """Explain a rule: what it finds, why it breaks on the GPU, an example (e.g. `cpu2gpu rule CG101`)."""
+    rule = RULES_BY_CODE.get(code.strip().upper())
+    if rule is None:
+        near = [known for known in RULES_BY_CODE if known.startswith(code.strip().upper()[:4])] if code.strip() else []
+        hint = f" (did you mean {', '.join(near)}?)" if near and len(near) <= 10 else ""
+        click.echo(f"error: unknown rule code: {code}{hint}; `cpu2gpu rules` lists them", err=True)
+        sys.exit(EXIT_ERROR)
+    click.echo(rule_help(rule))

@@ -9,8 +9,9 @@ import sys
 import threading
 import tokenize
 from collections import OrderedDict
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Iterable, Optional, Sequence, Union
+from typing import Iterable, Iterator, Optional, Sequence, Union
 
 import libcst as cst
 
@@ -41,12 +42,23 @@ class Finding:
     message: str
     fix_available: bool
     cell: Optional[int] = None
+    # Notebooks only: the cell's 0-based index among all the notebook's cells (as nbformat and
+    # editors count them), and the finding's place in the text of the .ipynb file itself.
+    cell_index: Optional[int] = None
+    file_line: Optional[int] = None
+    file_column: Optional[int] = None
+    file_end_line: Optional[int] = None
+    file_end_column: Optional[int] = None
 
     def as_dict(self) -> dict:
         data = asdict(self)
-        if self.cell is None:
-            del data["cell"]
+        for key in NOTEBOOK_FIELDS:
+            if data[key] is None:
+                del data[key]
         return data
+
+
+NOTEBOOK_FIELDS = ("cell", "cell_index", "file_line", "file_column", "file_end_line", "file_end_column")
 
 
 class SourceError(Exception):
@@ -156,6 +168,8 @@ def parse(source: Source) -> cst.Module:
             raise SourceError(f"cannot decode the file: {error.msg}") from None
     if "\x0c" in text:
         _refuse_lost_form_feeds(module, source, text)
+    # Python's tree is kept for the positions of the findings: parsing it again then, with the analysis
+    # alive, would raise the peak (its parse needs twice what the tree holds; bench_memory).
     _remember(module, source, tree)
     return module
 
@@ -362,6 +376,27 @@ def rewrite_data(data: bytes, path: str, rules: Sequence[Rule], unsafe_fixes: bo
     return module.encoding, data if new is None else new
 
 
+@dataclass
+class FixTally:
+    """What the rewrites of a run left out: the unsafe fixes when unsafe fixes are off."""
+
+    hidden: int = 0
+
+
+_TALLY: Optional[FixTally] = None
+
+
+@contextmanager
+def tally_fixes() -> Iterator[FixTally]:
+    """Count, while the block runs, the unsafe fixes that the rewrites leave out."""
+    global _TALLY
+    previous, _TALLY = _TALLY, FixTally()
+    try:
+        yield _TALLY
+    finally:
+        _TALLY = previous
+
+
 def _fixed_bytes(module: cst.Module, path: str, rules: Sequence[Rule], unsafe_fixes: bool,
                  device_expression: Optional[str], has_noqa: Optional[bool] = None,
                  seeds: Seeds = NO_SEEDS) -> Optional[bytes]:
@@ -383,6 +418,8 @@ def _fixed_bytes(module: cst.Module, path: str, rules: Sequence[Rule], unsafe_fi
     for hit in hits:
         if hit.fix is not None and (hit.fix.safe or unsafe_fixes) and all(hit.fix is not f for f in fixes):
             fixes.append(hit.fix)
+    if _TALLY is not None:  # the unsafe fixes left out, for "N more fixes are available with --unsafe-fixes"
+        _TALLY.hidden += len({id(hit.fix) for hit in hits if hit.fix is not None and not (hit.fix.safe or unsafe_fixes)})
     if not fixes:
         return None
     edits = [edit for fix in fixes for edit in fix.edits]

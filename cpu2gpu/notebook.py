@@ -25,6 +25,7 @@ from typing import Any, Optional, Sequence, Union
 
 from .engine import Finding, SourceError, check_module, fix_module, parse
 from .fixes import PLACE_MARK, SECTION_MARK
+from .nbpositions import NotebookPositions
 from .rules import Rule
 
 NOTEBOOK_SUFFIX = ".ipynb"
@@ -222,10 +223,19 @@ def check_notebook(raw: bytes, path: str, rules: Sequence[Rule]) -> list[Finding
     if not notebook.cells:
         return []
     findings = check_module(_parse_program(notebook), path, rules)
+    indexes = {id(cell): index for index, cell in enumerate(notebook.data["cells"])}
+    places = NotebookPositions(notebook.raw) if findings else None
     for finding in findings:
         cell, finding.line = notebook.locate(finding.line)
         finding.end_line = finding.end_line - cell.first_line + 1
         finding.cell = cell.number
+        finding.cell_index = indexes.get(id(cell.cell))
+        if places is not None and finding.cell_index is not None:
+            start = places.locate(finding.cell_index, cell.text, finding.line, finding.column)
+            end = places.locate(finding.cell_index, cell.text, finding.end_line, finding.end_column)
+            if start is not None and end is not None:
+                finding.file_line, finding.file_column = start
+                finding.file_end_line, finding.file_end_column = end
     return findings
 
 

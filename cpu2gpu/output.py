@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Optional, Sequence
 from urllib.parse import quote
 
+import click
+
 from . import __version__
 from .engine import Finding
-from .rules import ALL_RULES
+from .rules import ALL_RULES, RULES_BY_CODE
 
 FORMATS = ("text", "json", "github", "sarif")
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -56,67 +58,96 @@ def shown(path: str) -> str:
     return _UNPRINTABLE.sub(_escape, path)
 
 
-def location(finding: Finding) -> str:
-    path = shown(finding.path)
+def _style(text: str, styled: bool, **how) -> str:
+    return click.style(text, **how) if styled else text
+
+
+def location(finding: Finding, styled: bool = False) -> str:
+    path = _style(shown(finding.path), styled, bold=True)
     if finding.cell is not None:
         return f"{path}:cell {finding.cell}:{finding.line}:{finding.column}"
     return f"{path}:{finding.line}:{finding.column}"
 
 
-def text_line(finding: Finding) -> str:
-    mark = " [*]" if finding.fix_available else ""
-    return f"{location(finding)}: {finding.code}{mark} {finding.message}"
+def applicable(finding: Finding, unsafe_fixes: bool = False) -> bool:
+    """Whether ``cpu2gpu rewrite`` applies the finding's fix as things are set (``[*]``)."""
+    if not finding.fix_available:
+        return False
+    rule = RULES_BY_CODE.get(finding.code)
+    return unsafe_fixes or rule is None or rule.fix_safety == "safe"
 
 
-def summary(findings: Sequence[Finding], errors: int) -> str:
+def hidden_fixes(findings: Sequence[Finding], unsafe_fixes: bool = False) -> int:
+    """The fixes that ``rewrite`` applies only with ``--unsafe-fixes``."""
+    return sum(f.fix_available and not applicable(f, unsafe_fixes) for f in findings)
+
+
+def hidden_fixes_hint(hidden: int) -> str:
+    """The line that says there are fixes that ``rewrite`` leaves out (empty when there are none)."""
+    if not hidden:
+        return ""
+    return f"{hidden} more fix{'es are' if hidden != 1 else ' is'} available with `cpu2gpu rewrite --unsafe-fixes`."
+
+
+def text_line(finding: Finding, unsafe_fixes: bool = False, styled: bool = False) -> str:
+    mark = " " + _style("[*]", styled, fg="cyan") if applicable(finding, unsafe_fixes) else ""
+    code = _style(finding.code, styled, fg="red", bold=True)
+    return f"{location(finding, styled)}: {code}{mark} {finding.message}"
+
+
+def summary(findings: Sequence[Finding], errors: int, unsafe_fixes: bool = False) -> str:
     if not findings and not errors:
         return "All checks passed!"
     parts = []
     if findings:
-        fixable = sum(f.fix_available for f in findings)
+        fixable = sum(applicable(f, unsafe_fixes) for f in findings)
         noun = "finding" if len(findings) == 1 else "findings"
         parts.append(f"Found {len(findings)} {noun}" + (f" ({fixable} fixable with `cpu2gpu rewrite`)" if fixable else ""))
     if errors:
         parts.append(f"{errors} file{'s' if errors != 1 else ''} could not be checked")
-    return "; ".join(parts) + "."
+    hint = hidden_fixes_hint(hidden_fixes(findings, unsafe_fixes))
+    return "; ".join(parts) + "." + (f"\n{hint}" if hint else "")
 
 
 def render(findings: Sequence[Finding], output_format: str, errors: Sequence[FileError] = (),
-           statistics: bool = False, quiet: bool = False) -> str:
-    """The whole report; ``statistics`` gives counts per rule instead of the findings."""
+           statistics: bool = False, quiet: bool = False, unsafe_fixes: bool = False, styled: bool = False) -> str:
+    """The whole report; ``statistics`` gives counts per rule instead of the findings. ``unsafe_fixes``:
+    whether ``rewrite`` applies the unsafe fixes too (what ``[*]`` promises); ``styled``: colours for
+    a terminal (text only; ``click.echo`` drops them where they do not belong)."""
     if statistics:
-        return _statistics_json(findings) if output_format == "json" else _statistics_text(findings)
+        return _statistics_json(findings, unsafe_fixes) if output_format == "json" \
+            else _statistics_text(findings, unsafe_fixes)
     if output_format == "json":
         return json.dumps([f.as_dict() for f in findings], indent=2)
     if output_format == "github":
         return "\n".join(github_line(f) for f in findings)
     if output_format == "sarif":
         return json.dumps(sarif(findings, errors), indent=2)
-    lines = [text_line(f) for f in findings]
+    lines = [text_line(f, unsafe_fixes, styled) for f in findings]
     if not quiet:
-        lines.append(summary(findings, len(errors)))
+        lines.append(summary(findings, len(errors), unsafe_fixes))
     return "\n".join(lines)
 
 
-def _counts(findings: Sequence[Finding]) -> list[tuple[str, str, int, bool]]:
+def _counts(findings: Sequence[Finding], unsafe_fixes: bool = False) -> list[tuple[str, str, int, bool]]:
     counts = Counter(f.code for f in findings)
     names = {f.code: f.name for f in findings}
-    fixable = {f.code for f in findings if f.fix_available}
+    fixable = {f.code for f in findings if applicable(f, unsafe_fixes)}
     return [(code, names[code], counts[code], code in fixable)
             for code in sorted(counts, key=lambda c: (-counts[c], c))]
 
 
-def _statistics_text(findings: Sequence[Finding]) -> str:
-    rows = _counts(findings)
+def _statistics_text(findings: Sequence[Finding], unsafe_fixes: bool = False) -> str:
+    rows = _counts(findings, unsafe_fixes)
     if not rows:
         return "All checks passed!"
     width = max(len(str(count)) for _, _, count, _ in rows)
     return "\n".join(f"{count:>{width}}  {code}  {'[*]' if fix else '   '} {name}" for code, name, count, fix in rows)
 
 
-def _statistics_json(findings: Sequence[Finding]) -> str:
+def _statistics_json(findings: Sequence[Finding], unsafe_fixes: bool = False) -> str:
     return json.dumps([{"code": code, "name": name, "count": count, "fixable": fix}
-                       for code, name, count, fix in _counts(findings)], indent=2)
+                       for code, name, count, fix in _counts(findings, unsafe_fixes)], indent=2)
 
 
 # GitHub Actions workflow commands: https://docs.github.com/actions/reference/workflow-commands-for-github-actions
@@ -136,7 +167,10 @@ def github_line(finding: Finding) -> str:
     if finding.cell is None:
         properties += [f"line={finding.line}", f"col={finding.column}",
                        f"endLine={finding.end_line}", f"endColumn={finding.end_column}"]
-    else:  # a line of the notebook's JSON would point at the wrong place: name the cell instead
+    else:  # the annotation goes on the line of the .ipynb file that holds the code; the message names the cell
+        if finding.file_line is not None:
+            properties += [f"line={finding.file_line}", f"col={finding.file_column}",
+                           f"endLine={finding.file_end_line}", f"endColumn={finding.file_end_column}"]
         message = f"cell {finding.cell}, line {finding.line}, column {finding.column}: {message}"
     properties.append(f"title={_escape_property(f'{finding.code} {finding.name}')}")
     return f"::error {','.join(properties)}::{_escape_data(message)}"
@@ -195,12 +229,20 @@ def _result(finding: Finding, index: int) -> dict:
     if finding.cell is None:
         physical = _physical_location(finding.path, finding.line, finding.column, finding.end_line,
                                       finding.end_column)
-    else:  # regions count lines of the notebook file; a cell's lines go in the properties
-        physical = _physical_location(finding.path, None, None)
+    else:  # regions count lines of the notebook file (where the cell's code sits in its JSON);
+        # the cell and the place in it go in the message and the properties
+        physical = _physical_location(finding.path, finding.file_line, finding.file_column, finding.file_end_line,
+                                      finding.file_end_column)
         result["message"]["text"] = f"cell {finding.cell}, line {finding.line}: {finding.message}"
         result["properties"] = {"cell": finding.cell, "line": finding.line, "column": finding.column,
                                 "endLine": finding.end_line, "endColumn": finding.end_column}
-    result["locations"] = [{"physicalLocation": physical}]
+        if finding.cell_index is not None:
+            result["properties"]["cellIndex"] = finding.cell_index
+    where: dict = {"physicalLocation": physical}
+    if finding.cell is not None:
+        where["logicalLocations"] = [{"name": f"cell {finding.cell}", "kind": "module",
+                                      "fullyQualifiedName": f"{finding.path}:cell {finding.cell}"}]
+    result["locations"] = [where]
     return result
 
 

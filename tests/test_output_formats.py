@@ -42,7 +42,9 @@ def test_github_annotations_escape_and_name_cells(cli, tmp_path):
     _, out, _ = cli("check", "--output-format", "github", str(path))
     assert out.startswith(f"::error file={str(path).replace(':', '%3A').replace(',', '%2C')},line=2,")
     _, out, _ = cli("check", "--output-format", "github", str(NOTEBOOK))
-    assert f"::error file={NOTEBOOK},title=CG101 model-not-moved::cell 5, line 1, column 9: module" in out
+    # the line of the .ipynb file that holds the cell's code, and the cell in the message
+    assert (f"::error file={NOTEBOOK},line=83,col=14,endLine=83,endColumn=53,title=CG101 model-not-moved::"
+            "cell 5, line 1, column 9: module") in out
 
 
 def test_sarif_validates_against_the_schema(cli, tmp_path):

@@ -78,6 +78,51 @@ def test_the_hooks_entries_refuse_the_files_and_rewrite_fixes_them(tmp_path, cli
     assert cli(*rewrite[1:], *files)[0] == 0
 
 
+# CG105's fix is unsafe: `rewrite` leaves it out, and both hooks must say how to get it
+UNSAFE_SCRIPT = ("import torch\nfrom torch import nn\nclass M(nn.Module):\n    def __init__(self):\n"
+                 "        super().__init__()\n        self.scale = torch.ones(4)\n    def forward(self, x):\n"
+                 "        return x * self.scale\n")
+UNSAFE_HINT = "1 more fix is available with `cpu2gpu rewrite --unsafe-fixes`."
+
+
+def test_the_hooks_entries_tell_of_the_unsafe_fixes(tmp_path, cli):
+    import shlex
+
+    import yaml
+
+    hooks = {hook["id"]: hook for hook in yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())}
+    check, rewrite = (shlex.split(hooks[name]["entry"]) for name in ("cpu2gpu-check", "cpu2gpu-rewrite"))
+    path = tmp_path / "model.py"
+    path.write_text(UNSAFE_SCRIPT)
+    code, out, _ = cli(*check[1:], str(path))
+    assert code == 1 and "CG105 `self.scale`" in out and "CG105 [*]" not in out  # not fixable by the hook
+    assert out.splitlines()[-1] == UNSAFE_HINT
+    code, out, err = cli(*rewrite[1:], str(path))
+    assert code == 0 and path.read_text() == UNSAFE_SCRIPT  # the rewrite hook passes, changing nothing...
+    assert UNSAFE_HINT in err  # ...and says why the check hook still fails
+
+
+# pre-commit builds the hooks' environment (a virtual environment, pip install of this project): minutes
+@pytest.mark.slow
+def test_the_hooks_output_tells_of_the_unsafe_fixes(tmp_path, env, hook_repo):
+    project, rev = hook_repo
+    work = tmp_path / "work"
+    work.mkdir()
+    _git(work, "init", "-q", env=env)
+    (work / ".pre-commit-config.yaml").write_text(
+        f"repos:\n- repo: {project}\n  rev: {rev}\n  hooks:\n  - id: cpu2gpu-check\n  - id: cpu2gpu-rewrite\n")
+    (work / "model.py").write_text(UNSAFE_SCRIPT)
+    _git(work, "add", ".", env=env)
+    run = subprocess.run([sys.executable, "-m", "pre_commit", "run", "--all-files"], cwd=work, env=env,
+                         capture_output=True, text=True)
+    output = run.stdout + run.stderr
+    assert run.returncode != 0, output
+    # the check hook fails, and its output says how to get the fix (pre-commit shows the output of
+    # the hooks that fail: the rewrite hook passes, and says the same to those who run it verbose)
+    assert "CG105" in output and UNSAFE_HINT in output, output
+    assert (work / "model.py").read_text() == UNSAFE_SCRIPT
+
+
 # pre-commit builds the hooks' environment (a virtual environment, pip install of this project): minutes
 @pytest.mark.slow
 def test_check_refuses_the_commit_and_rewrite_fixes_it(tmp_path, env, hook_repo):
