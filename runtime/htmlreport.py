@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 import math
 
-from .report import _EVENTS, _STATUS, _pass_lines, device_calls, summary
+from .report import _EVENTS, _STATUS, _pass_lines, device_calls, run_rows, summary
 
 WIDTH, HEIGHT = 900, 380
 LEFT, RIGHT, TOP, BOTTOM = 78, 24, 18, 48
@@ -169,17 +169,8 @@ def _legend(series: list) -> str:
 # -- the tables -----------------------------------------------------------------------------------
 
 def runs_table(report: dict) -> str:
-    comps = {c["run"]: c for c in report["comparisons"]}
     rows = []
-    for run in report["runs"]:
-        c = comps.get(run["label"])
-        s = summary(run, c)
-        if c is None:
-            diff = "(reference)" if any(x["reference"] == run["label"] for x in report["comparisons"]) else "-"
-        elif c["method"] == "trend":
-            diff = f"trend {'ok' if c['ok'] else 'differs'}"
-        else:
-            diff = _num(c["max_rel_diff"], ".2g")
+    for s, diff in run_rows(report):
         status = _STATUS.get(s["status"], s["status"])
         rows.append(f'<tr><td>{e(s["label"])}</td><td>{e(s["device"] or s["mode"])}</td><td>{e(status)}</td>'
                     f'<td class="num">{s["steps"]}</td><td class="num">{e(_num(s["first_loss"]))}</td>'
@@ -262,7 +253,7 @@ def to_html(report: dict) -> str:
     if s.get("max_steps"):
         settings.append(f"first {s['max_steps']} steps")
     settings.append(f"seed {s.get('seed', 0)}")
-    dev = next((r for r in report["runs"] if r["mode"] in ("cuda", "sim") and r.get("device_forward_calls")), None)
+    dev = next((r for r in report["runs"] if r["mode"] in ("cuda", "sim", "sim-mps", "mps", "xpu") and r.get("device_forward_calls")), None)
     calls = f'<p class="settings">{e(dev["label"])}: {e(device_calls(dev))}.</p>' if dev else ""
     notes = "".join(f'<p class="settings">{e(c["run"])}: {e(c["note"])}</p>'
                     for c in report["comparisons"] if c.get("note"))

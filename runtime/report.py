@@ -17,6 +17,21 @@ def _fmt(x, spec=".6g"):
     return "-" if x is None else format(x, spec)
 
 
+def run_rows(report: dict):
+    """Each run's summary with its cell of the loss comparison: "(reference)", the trend's verdict, or
+    the largest relative difference (the text report and the HTML report show the same table)."""
+    comps = {c["run"]: c for c in report["comparisons"]}
+    for run in report["runs"]:
+        c = comps.get(run["label"])
+        if c is None:
+            diff = "(reference)" if any(x["reference"] == run["label"] for x in report["comparisons"]) else "-"
+        elif c["method"] == "trend":
+            diff = f"trend {'ok' if c['ok'] else 'differs'}"
+        else:
+            diff = _fmt(c["max_rel_diff"], ".2g")
+        yield summary(run, c), diff
+
+
 def summary(run: dict, comparison: dict | None) -> dict:
     losses = run.get("losses") or []
     return {
@@ -100,7 +115,7 @@ def device_calls(run: dict) -> str:
 def _pass_lines(report: dict) -> list:
     runs = report["runs"]
     lines = ["verdict: PASS"]
-    dev = next((r for r in runs if r["mode"] in ("cuda", "sim")), None)
+    dev = next((r for r in runs if r["mode"] in ("cuda", "sim", "sim-mps", "mps", "xpu")), None)
     if dev:
         if dev["device_forward_calls"] or not dev.get("trained_devices"):
             lines.append(f"  trains on the device: {dev['label']}, {device_calls(dev)}")
@@ -161,17 +176,8 @@ def to_text(report: dict) -> str:
     if s.get("max_steps"):
         head += f" (first {s['max_steps']} steps)"
     out = [head, ""]
-    comps = {c["run"]: c for c in report["comparisons"]}
     rows = []
-    for run in report["runs"]:
-        c = comps.get(run["label"])
-        sm = summary(run, c)
-        if c is None:
-            diff = "(reference)" if any(x["reference"] == run["label"] for x in report["comparisons"]) else "-"
-        elif c["method"] == "trend":
-            diff = f"trend {'ok' if c['ok'] else 'differs'}"
-        else:
-            diff = _fmt(c["max_rel_diff"], ".2g")
+    for sm, diff in run_rows(report):
         rows.append([sm["label"], sm["device"] or sm["mode"], _STATUS.get(sm["status"], sm["status"]), sm["steps"], _fmt(sm["first_loss"]),
                      _fmt(sm["last_loss"]), diff, _fmt(sm["ms_per_step"], ".2f")])
     out += _table(rows, ["run", "device", "status", "steps", "first loss", "last loss", "max rel diff", "ms/step"])
