@@ -18,7 +18,7 @@ try:  # a Ctrl-C while the modules load (libcst takes a while) ends the run quie
     from . import __version__
     from .cache import CACHE_DIR_NAME, Cache, cache_root, settings_fingerprint
     from .checking import check_data, check_targets
-    from .config import ConfigError, Settings, load_settings
+    from .config import ConfigError, Settings, apply_device_style, load_settings
     from .engine import SourceError, rewrite_data, select_rules, tally_fixes
     from .files import (NotRegularFileError, PatternError, Target, check_patterns, discover, mentions_torch,
                         read_source, regular_or_missing)
@@ -30,6 +30,7 @@ try:  # a Ctrl-C while the modules load (libcst takes a while) ends the run quie
     from .rules import ALL_RULES, RULES_BY_CODE
     from .seeds import NO_SEEDS
     from .syntax import python_lines
+    from .torchfloor import DEVICE_STYLES, StyleError
     from .writing import WriteError, write_rewrite
 except KeyboardInterrupt:
     raise SystemExit(EXIT_INTERRUPTED) from None
@@ -279,10 +280,15 @@ def check(paths: tuple[str, ...], output_format: str, output_file: Optional[str]
 @click.option("--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when a file was (or, without --in-place, would be) changed.")
 @click.option("--exclude", multiple=True, help="Patterns of files and folders to skip in folders (adds to exclude).")
 @click.option("--force-exclude", is_flag=True, help="Apply the exclude patterns to files named on the command line too.")
+@click.option("--device-style", type=click.Choice(DEVICE_STYLES), default=None,
+              help="The device setup added: cuda (torch.cuda.is_available()), accelerator (torch.accelerator, "
+                   "PyTorch 2.6+), auto (accelerator when the project's torch floor is 2.6+)  "
+                   "[default: device-style in [tool.cpu2gpu], else cuda]")
 @selection_options
 def rewrite(paths: tuple[str, ...], in_place: bool, check_only: bool, unsafe_fixes: Optional[bool],
             exit_non_zero_on_fix: bool, exclude: tuple[str, ...], force_exclude: bool, select: tuple[str, ...],
-            ignore: tuple[str, ...], stdin_filename: Optional[str] = None) -> None:
+            ignore: tuple[str, ...], stdin_filename: Optional[str] = None,
+            device_style: Optional[str] = None) -> None:
     """Apply the fixes: a unified diff by default, the files with --in-place.
 
     PATHS: files and folders (default: the current folder); `-` reads the code from standard input
@@ -292,6 +298,12 @@ def rewrite(paths: tuple[str, ...], in_place: bool, check_only: bool, unsafe_fix
         raise click.UsageError("--in-place cannot write to standard input: `rewrite -` writes the code to stdout")
     paths = paths or (".",)
     settings = _settings([stdin_filename] if stdin and stdin_filename else paths)
+    try:
+        apply_device_style(settings, device_style,
+                           Path(stdin_filename) if stdin and stdin_filename else Path.cwd() if stdin else Path(paths[0]))
+    except StyleError as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(EXIT_ERROR)
     rules = _rules(settings, select, ignore)
     if unsafe_fixes is None:
         unsafe_fixes = settings.unsafe_fixes

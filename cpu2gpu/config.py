@@ -9,6 +9,8 @@ from typing import Optional
 import libcst
 
 from .files import PatternError, check_patterns
+from .fixes import ACCELERATOR_DEVICE
+from .torchfloor import DEVICE_STYLES, StyleError, resolve_style
 
 try:
     import tomllib
@@ -25,6 +27,7 @@ class Settings:
     unsafe_fixes: bool = False
     device_expression: Optional[str] = None
     source: Optional[str] = None
+    device_style: Optional[str] = None  # cuda | accelerator | auto (torchfloor.resolve_style)
 
 
 class ConfigError(Exception):
@@ -72,8 +75,13 @@ def load_settings(start: Path) -> Settings:
             libcst.parse_expression(expression)
         except libcst.ParserSyntaxError:
             raise ConfigError(f"{path}: [tool.cpu2gpu] device-expression is not a Python expression: {expression}")
+    style = table.get("device-style", table.get("device_style"))
+    if style is not None and style not in DEVICE_STYLES:
+        raise ConfigError(f"{path}: [tool.cpu2gpu] device-style must be one of {', '.join(DEVICE_STYLES)}")
+    if style is not None and expression is not None:
+        raise ConfigError(f"{path}: [tool.cpu2gpu] device-style and device-expression: set one of them")
     known = {"select", "ignore", "extend-select", "extend_select", "exclude", "unsafe-fixes", "unsafe_fixes",
-             "device-expression", "device_expression"}
+             "device-expression", "device_expression", "device-style", "device_style"}
     unknown = sorted(set(table) - known)
     if unknown:
         raise ConfigError(f"{path}: [tool.cpu2gpu] unknown setting: {', '.join(unknown)}")
@@ -83,4 +91,26 @@ def load_settings(start: Path) -> Settings:
     except PatternError as error:
         raise ConfigError(f"{path}: [tool.cpu2gpu] {error}") from None
     return Settings(strings("select"), strings("ignore"), strings("extend_select"), exclude,
-                    unsafe, expression, str(path))
+                    unsafe, expression, str(path), style)
+
+
+def apply_device_style(settings: Settings, style: Optional[str], start: Path) -> Settings:
+    """The settings with the device setup of the style asked (``--device-style``, else ``device-style``
+    in [tool.cpu2gpu]; ``cuda`` when neither) in ``device_expression``. The torch floor is read next to
+    the pyproject.toml of the settings, else next to ``start``. Raises ``StyleError``."""
+    if style is None:
+        style = settings.device_style
+    if style is None:
+        return settings
+    if settings.source is not None:
+        root = Path(settings.source).parent
+    else:
+        start = start.resolve()
+        root = start if start.is_dir() else start.parent
+    resolved = resolve_style(style, root)
+    if resolved == "accelerator":
+        settings.device_expression = ACCELERATOR_DEVICE
+    else:  # the style asked overrides a configured device-expression
+        settings.device_expression = None
+    settings.device_style = resolved
+    return settings

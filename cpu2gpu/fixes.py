@@ -6,6 +6,7 @@ every byte it does not touch (comments, blank lines, quotes) stays as it was.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence, Union
 
@@ -416,6 +417,16 @@ def _imports_torch(stmt: cst.CSTNode, torch_name: str, any_form: bool = False) -
     return False
 
 
+# The device setup of the `accelerator` device style (PyTorch 2.6+): CUDA, ROCm, MPS, XPU... or the CPU.
+ACCELERATOR_DEVICE = ('torch.accelerator.current_accelerator() if torch.accelerator.is_available() '
+                      'else torch.device("cpu")')
+
+
+def uses_accelerator_style(setup: DeviceSetup) -> bool:
+    """Whether the device setup the rewrite adds is the ``accelerator`` style's."""
+    return setup.configured is not None and f"{setup.torch_name}.accelerator." in setup.configured
+
+
 def plan_device_setup(module: cst.Module, torch_alias: Optional[str], names_in_use: set[str],
                       expression: Optional[str] = None) -> DeviceSetup:
     """Where to put ``device = torch.device(...)`` and under which names.
@@ -429,6 +440,8 @@ def plan_device_setup(module: cst.Module, torch_alias: Optional[str], names_in_u
     leading = _end_of_imports(body, start) if start < len(body) and _is_import_line(body[start]) else start - 1
     fallback = body[leading] if leading >= 0 else None
     needs_import = torch_alias is None
+    if expression == ACCELERATOR_DEVICE and torch_name != "torch":  # import torch as th
+        expression = re.sub(r"\btorch\.", f"{torch_name}.", expression)
     # Without `import torch` (only `from torch import nn`), the cell of the first import from torch.
     torch_import = next((index for index in range(start, len(body))
                          if _imports_torch(body[index], torch_name, any_form=needs_import)), None)

@@ -18,7 +18,7 @@ import traceback
 from . import notebookrun
 from .notebookrun import is_notebook, program_file
 
-MODES = ("cpu", "sim", "cuda")
+MODES = ("cpu", "sim", "cuda", "sim-mps", "mps", "xpu")
 
 
 def parse(argv):
@@ -114,14 +114,14 @@ def _exception_record(exc, tb, rec, display):
     last = user[-1] if user else (frames[-1] if frames else None)
     if isinstance(exc, SyntaxError) and rec.is_user_file(exc.filename or ""):  # raised before any user frame
         last = traceback.FrameSummary(exc.filename, exc.lineno or 1, "<module>", line=exc.text or "")
-    msg = str(exc).replace("simcuda", "cuda")
+    msg = str(exc).replace("simcuda", "cuda").replace("simmps", "mps")
     return {
         "type": type(exc).__name__,
         "message": msg,
         "file": display(last.filename) if last else None,
         "line": last.lineno if last else None,
         "source": (last.line or "").strip() if last else None,
-        "traceback": "".join(traceback.format_exception(type(exc), exc, tb)[-6:])[-4000:].replace("simcuda", "cuda"),
+        "traceback": "".join(traceback.format_exception(type(exc), exc, tb)[-6:])[-4000:].replace("simcuda", "cuda").replace("simmps", "mps"),
     }
 
 
@@ -132,10 +132,10 @@ def main(argv=None) -> int:
 
     from . import harness, sandbox
 
-    if opts.mode == "sim":
+    if opts.mode in ("sim", "sim-mps"):
         from . import sim
 
-        sim.install()
+        sim.install("mps" if opts.mode == "sim-mps" else "cuda")
     elif opts.mode == "cpu":
         harness.hide_cuda()
     else:
@@ -205,7 +205,7 @@ def main(argv=None) -> int:
     if progress_writer:
         progress_writer.write(end=True)
 
-    if opts.mode == "sim":
+    if opts.mode in ("sim", "sim-mps"):
         from . import sim
 
         device_rng = sim.rng_draws() > 0
@@ -278,6 +278,10 @@ def _device_label(mode, torch):
             return "cuda"
     if mode == "sim":
         return "simulated cuda:0 (computes on the CPU)"
+    if mode == "sim-mps":
+        return "simulated mps:0 (computes on the CPU)"
+    if mode in ("mps", "xpu"):
+        return mode
     return "cpu"
 
 

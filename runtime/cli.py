@@ -20,8 +20,9 @@ EXIT_CODES = {"pass": 0, "fail": 1, "error": 2, "needs-data": 3}
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 @click.option("--against", "against", type=click.Path(dir_okay=False), default=None,
               help="The original script: run on the CPU with the same seeds, and compare the losses.")
-@click.option("--device", type=click.Choice(["auto", "cuda", "cpu", "sim"]), default="auto", show_default=True,
+@click.option("--device", type=click.Choice(["auto", "cuda", "cpu", "sim", "sim-mps", "mps", "xpu"]), default="auto", show_default=True,
               help="cuda: the GPU; cpu: CUDA hidden (the fallback); sim: a simulated CUDA device on the CPU; "
+                   "sim-mps: a simulated Apple GPU (mps:0, refuses float64); mps, xpu: the Apple or Intel GPU; "
                    "auto: cuda if there is a GPU, else sim, and the cpu fallback too.")
 @click.option("--max-steps", type=click.IntRange(min=1), default=None,
               help="Cap the training at N optimizer steps and let the code after the training run (evaluation, "

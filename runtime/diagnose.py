@@ -119,7 +119,7 @@ def _is_cpu(t):
 
 
 def _on_device(t):
-    return isinstance(t, torch.Tensor) and t.device.type == "cuda"
+    return isinstance(t, torch.Tensor) and t.device.type in ("cuda", "mps", "xpu")
 
 
 def _plain_attribute(name, value, fr: _Frame):
@@ -272,7 +272,7 @@ def _optimizer_with_cpu_state(fr: _Frame):
         if not isinstance(value, torch.optim.Optimizer):
             continue
         for param, state in value.state.items():
-            if param.device.type == "cuda" and any(_is_cpu(v) for v in state.values()):
+            if param.device.type in ("cuda", "mps", "xpu") and any(_is_cpu(v) for v in state.values()):
                 return name
     return None
 

@@ -86,9 +86,12 @@ def _first_tensor(module):
     return p if p is not None else next(module.buffers(), None)
 
 
+_ACCELERATORS = ("cuda", "mps", "xpu")  # device types that count as the device (the simulator plays cuda or mps)
+
+
 def _device_name(d) -> str:
     s = str(d)
-    return s.replace("simcuda", "cuda")
+    return s.replace("simcuda", "cuda").replace("simmps", "mps")
 
 
 class Recorder:
@@ -178,12 +181,12 @@ class Recorder:
                 for x in a:
                     if isinstance(x, torch.Tensor):
                         has_cpu, has_dev = self._note_input(rec, x, has_cpu, has_dev)
-        on_device = pdev == "cuda" or (pdev is None and has_dev)
+        on_device = pdev in _ACCELERATORS or (pdev is None and has_dev)
         if on_device:
             rec.device_calls += 1
         else:
             rec.cpu_calls += 1
-        if pdev == "cuda" and has_cpu:
+        if pdev in _ACCELERATORS and has_cpu:
             self._event("cpu-input-to-device-module", rec)
         elif pdev == "cpu" and has_dev:
             self._event("device-input-to-cpu-module", rec)
@@ -193,7 +196,7 @@ class Recorder:
     def _note_input(self, rec, t, has_cpu, has_dev):
         d = t.device
         rec.input_devices.add(_device_name(d))
-        if d.type == "cuda":
+        if d.type in _ACCELERATORS:
             has_dev = True
         elif d.type == "cpu" and t.dim() > 0:
             has_cpu = True

@@ -16,7 +16,7 @@ import time
 
 PLAIN_EVERY_S = 2.0
 LIVE_EVERY_S = 0.1
-DEVICES = {"cpu": "cpu", "sim": "simulated cuda", "cuda": "cuda"}
+DEVICES = {"cpu": "cpu", "sim": "simulated cuda", "cuda": "cuda", "sim-mps": "simulated mps", "mps": "mps", "xpu": "xpu"}
 STATES = {"ok": "done", "max_steps": "done (max-steps)", "needs_data": "needs data"}
 
 

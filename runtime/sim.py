@@ -28,6 +28,10 @@ aten = torch.ops.aten
 
 _installed = False
 _sim0: torch.device  # the real (C++) device of every SimTensor, set by install()
+# The device the simulator plays, set by install(kind): "cuda" (an NVIDIA GPU) or "mps" (an Apple GPU,
+# which also refuses float64). The messages below name it; install() rewrites them for "mps".
+_kind = "cuda"
+_nominal = CUDA0  # what SimTensor.device reports: cuda:0 or mps:0
 
 # The device RNG: real CUDA draws from its own generator (Philox), never from the
 # CPU one, so a draw on the device must not move the CPU generator either.
@@ -39,6 +43,8 @@ _MISMATCH = "Expected all tensors to be on the same device, but found at least t
 _NUMPY = "can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first."
 _INDEX = "indices should be either on cpu or on the same device as the indexed tensor (cpu)"
 _GENERATOR = "Expected a 'cuda' device type for generator but found 'cpu'"
+_FLOAT64 = ("Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. "
+            "Please use float32 instead.")
 
 
 _NOMINAL_STORAGE = 2**48
@@ -52,6 +58,8 @@ class SimTensor(torch.Tensor):
 
     @staticmethod
     def __new__(cls, elem: torch.Tensor):
+        if _kind == "mps" and elem.dtype is torch.float64:
+            raise TypeError(_FLOAT64)  # every tensor made on (or moved to) the device passes here
         r = torch.Tensor._make_wrapper_subclass(
             cls,
             elem.size(),
@@ -70,11 +78,15 @@ class SimTensor(torch.Tensor):
 
     @property
     def device(self):
-        return CUDA0
+        return _nominal
 
     @property
     def is_cuda(self):
-        return True
+        return _kind == "cuda"
+
+    @property
+    def is_mps(self):
+        return _kind == "mps"
 
     @property
     def is_cpu(self):
@@ -94,7 +106,7 @@ class SimTensor(torch.Tensor):
     def __repr__(self, *, tensor_contents=None):
         # Print as real CUDA does: the values, then device='cuda:0'.
         body = repr(self._e.detach())
-        extra = ", device='cuda:0'"
+        extra = f", device='{_nominal}'"
         if self.grad_fn is not None:
             extra += f", grad_fn=<{type(self.grad_fn).__name__}>"
         elif self.requires_grad:
@@ -138,7 +150,7 @@ class SimTensor(torch.Tensor):
 
     def type(self, dtype=None, non_blocking=False, **kwargs):
         if dtype is None:
-            return self._e.type().replace("torch.", "torch.cuda.", 1)
+            return self._e.type().replace("torch.", f"torch.{_kind}.", 1)
         legacy = _to_legacy_type(self, dtype, non_blocking)
         if legacy is not None:
             return legacy
@@ -154,7 +166,7 @@ class SimTensor(torch.Tensor):
 
 def _type_name(t: torch.Tensor) -> str:
     name = t._e.type() if isinstance(t, SimTensor) else t.type()
-    return name.replace("torch.", "torch.cuda.", 1) if isinstance(t, SimTensor) else name
+    return name.replace("torch.", f"torch.{_kind}.", 1) if isinstance(t, SimTensor) else name
 
 
 def _mismatch(func, argname: str | None):
@@ -447,26 +459,27 @@ def _to_copy_kernel(x, dtype=None, layout=None, device=None, pin_memory=None, no
 
 
 def _map_device(d):
-    """'cuda', 'cuda:0', torch.device('cuda'), 0 -> the simulated device."""
+    """'cuda', 'cuda:0', torch.device('cuda'), 0 -> the simulated device (or 'mps'... when it plays MPS)."""
     if isinstance(d, str):
-        if not d.startswith("cuda"):
+        if not d.startswith(_kind):
             return d
         d = torch.device(d)
-    elif isinstance(d, int) and not isinstance(d, bool):
+    elif isinstance(d, int) and not isinstance(d, bool) and _kind == "cuda":
         d = torch.device("cuda", d)
-    if isinstance(d, torch.device) and d.type == "cuda":
+    if isinstance(d, torch.device) and d.type == _kind:
         if d.index not in (None, 0):
-            raise RuntimeError("CUDA error: invalid device ordinal")
+            raise RuntimeError("CUDA error: invalid device ordinal" if _kind == "cuda" else
+                               f"Invalid device index {d.index} for {_kind}")
         return _sim0
     return d
 
 
 def _is_cuda_device(d) -> bool:
     if isinstance(d, str):
-        return d.startswith("cuda")
+        return d.startswith(_kind)
     if isinstance(d, torch.device):
-        return d.type == "cuda"
-    return isinstance(d, int) and not isinstance(d, bool)
+        return d.type == _kind
+    return isinstance(d, int) and not isinstance(d, bool) and _kind == "cuda"
 
 
 _orig_to = torch._C.TensorBase.to
@@ -768,9 +781,29 @@ def _patch_cuda_module():
     # cuDNN is not there: say "not acceptable" quietly, as for an unsupported input.
     torch.backends.cudnn.is_acceptable = _const(False)
 
+
+def _patch_mps_module():
+    """An Apple machine: torch.backends.mps answers yes, torch.cuda stays as it is (no CUDA there)."""
+    mps = torch.backends.mps
+    mps.is_available = _const(True)
+    mps.is_built = _const(True)
+    m = torch.mps
+    for name in ("synchronize", "empty_cache", "set_per_process_memory_fraction"):
+        setattr(m, name, _const(None))
+    for name in ("current_allocated_memory", "driver_allocated_memory"):
+        setattr(m, name, _const(0))
+    m.recommended_max_memory = _const(16 * 2**30)
+    m.device_count = _const(1)
+    m.manual_seed = lambda seed: _seed_device(seed)
+    m.seed = lambda: _device_gen.seed()
+    m.get_rng_state = lambda device="mps": _device_gen.get_state()
+    m.set_rng_state = lambda state, device="mps": _device_gen.set_state(state)
+
+
+def _patch_accelerator():
     acc = torch.accelerator
     acc.is_available = _const(True)
-    acc.current_accelerator = lambda check_available=False: torch.device("cuda")
+    acc.current_accelerator = lambda check_available=False: torch.device(_kind)
     acc.device_count = _const(1)
     acc.current_device_index = _const(0)
     acc.current_device_idx = _const(0)
@@ -787,7 +820,7 @@ _saving_ptrs: set = set()
 
 def _sim_tag(storage):
     if storage.data_ptr() in _saving_ptrs:
-        return "cuda:0"
+        return f"{_kind}:0"
     return None
 
 
@@ -805,7 +838,7 @@ def _to_sim_tree(obj):
     if isinstance(obj, SimTensor):
         return obj
     if isinstance(obj, torch.nn.Module):
-        return obj.to("cuda")  # a whole pickled model: map_location puts its parameters on the device
+        return obj.to(_kind)  # a whole pickled model: map_location puts its parameters on the device
     if isinstance(obj, torch.nn.Parameter):
         return torch.nn.Parameter(_to_sim_tree(obj.data), obj.requires_grad)
     if isinstance(obj, torch.Tensor):
@@ -919,11 +952,22 @@ def _swap_on_move_copy_on_load() -> None:
 # -- install ------------------------------------------------------------------
 
 
-def install() -> None:
-    """Make this process a one-GPU CUDA machine whose GPU computes on the CPU."""
-    global _installed, _sim0
+def install(kind: str = "cuda") -> None:
+    """Make this process a one-GPU machine whose GPU computes on the CPU.
+
+    ``kind`` is the GPU it plays: "cuda" (NVIDIA) or "mps" (Apple: the device is ``mps:0``,
+    torch.cuda says no GPU, and float64 on the device raises as MPS does).
+    """
+    global _installed, _sim0, _kind, _nominal, BACKEND, _MISMATCH, _NUMPY, _GENERATOR
     if _installed:
         return
+    if kind not in ("cuda", "mps"):
+        raise ValueError(f"unknown simulated device {kind!r}")
+    if kind != "cuda":
+        _kind, _nominal, BACKEND = kind, torch.device(kind, 0), f"sim{kind}"
+        _MISMATCH = _MISMATCH.replace("cuda:0", f"{kind}:0")
+        _NUMPY = _NUMPY.replace("cuda:0", f"{kind}:0")
+        _GENERATOR = _GENERATOR.replace("'cuda'", f"'{kind}'")
     # The default-device mode knows the factories by identity: let it learn
     # them before they are wrapped.
     from torch.utils import _device as _device_mod
@@ -940,7 +984,8 @@ def install() -> None:
 
     T = torch.Tensor
     T.to = _tensor_to
-    T.cuda = _tensor_cuda
+    if kind == "cuda":
+        T.cuda = _tensor_cuda
     T.type = _tensor_type
     T.pin_memory = _pin_memory
     for name in _NEW_METHODS:
@@ -956,10 +1001,14 @@ def install() -> None:
     for name in ("lstm", "gru", "rnn_tanh", "rnn_relu"):
         setattr(vf, name, _wrap_rnn(getattr(vf, name)))
 
-    _patch_cuda_module()
-    for name in _LEGACY_TYPES:
-        setattr(torch.cuda, name, _cuda_type(name))
-    torch.set_default_tensor_type = _default_tensor_type(torch.set_default_tensor_type)
+    if kind == "cuda":
+        _patch_cuda_module()
+        for name in _LEGACY_TYPES:
+            setattr(torch.cuda, name, _cuda_type(name))
+        torch.set_default_tensor_type = _default_tensor_type(torch.set_default_tensor_type)
+    else:
+        _patch_mps_module()
+    _patch_accelerator()
     torch.serialization.register_package(1, _sim_tag, _sim_deserialize)
     torch.save = _wrap_save(torch.save)
     torch.load = _wrap_load(torch.load)

@@ -9,7 +9,8 @@ from . import compare as cmp
 from .notebookrun import is_notebook
 from .runner import RunSpec, run
 
-DEVICES = ("auto", "cuda", "cpu", "sim")
+DEVICES = ("auto", "cuda", "cpu", "sim", "sim-mps", "mps", "xpu")
+DEVICE_MODES = ("cuda", "sim", "sim-mps", "mps", "xpu")  # the runs that must train on the device
 OK = ("ok", "max_steps")
 NEEDS_DATA = "needs_data"  # a run's status: it stopped on data that is not here (--synthetic-data)
 
@@ -22,6 +23,16 @@ def cuda_available() -> bool:
     import torch
 
     return bool(torch.cuda.is_available())
+
+
+def accelerator_available(kind: str) -> bool:
+    """A real Apple (mps) or Intel (xpu) GPU here."""
+    import torch
+
+    if kind == "mps":
+        return bool(torch.backends.mps.is_available())
+    xpu = getattr(torch, "xpu", None)
+    return bool(xpu is not None and xpu.is_available())
 
 
 def plan(script: str, args: list, against: str | None, device: str, has_cuda: bool) -> list:
@@ -73,7 +84,7 @@ def judge(specs: list, results: list, rtol=None) -> dict:
         if res["status"] not in OK:
             failure = _run_failure(spec, res)
             (errors if spec.role == "original" else reasons).append(failure)
-        elif spec.mode in ("cuda", "sim") and res["device_forward_calls"] == 0 \
+        elif spec.mode in DEVICE_MODES and res["device_forward_calls"] == 0 \
                 and not any(d != "cpu" for d in res.get("trained_devices", ())):
             if not res.get("steps"):
                 # Nothing trained, so nothing shows where the model is: a rule blamed here could be false.
@@ -87,7 +98,7 @@ def judge(specs: list, results: list, rtol=None) -> dict:
                     spec, f"no module ran on the device in the {spec.mode} run: the model (and its inputs) "
                           f"were never moved to the GPU", "CG101", "model-not-moved"))
         for e in res.get("events", []):
-            if e["kind"] == "non-leaf-parameter" and spec.mode in ("cuda", "sim"):
+            if e["kind"] == "non-leaf-parameter" and spec.mode in DEVICE_MODES:
                 reasons.append(_reason(
                     spec, f"{e['module']} holds a tensor computed from a parameter (nn.Parameter(...).to(device)): "
                           f"it is not registered and never trained", "CG112", "parameter-moved-at-creation",
@@ -174,6 +185,9 @@ def verify(script: str, args=(), *, against=None, device="auto", max_steps=None,
             _read_notebook(path)
     if device not in DEVICES:
         raise VerifyError(f"unknown device {device!r}")
+    if device in ("mps", "xpu") and not accelerator_available(device):
+        other = "--device sim-mps to simulate one" if device == "mps" else "--device sim to simulate a GPU"
+        raise VerifyError(f"--device {device}: no {device} device here; use {other}")
     has_cuda = cuda_available() if device in ("auto", "cuda") else False
     specs = plan(script, list(args), against, device, has_cuda)
     if jobs is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cpu2gpu import check_source, rewrite_source
+from cpu2gpu.fixes import ACCELERATOR_DEVICE
 
 from .conftest import FIXTURES
 
@@ -17,9 +18,15 @@ PAIRS = sorted(p for p in FIXTURES.glob("**/*.py") if not p.name.endswith(".expe
 UNSAFE_MARK = b"# cpu2gpu-fixture: unsafe-fixes"
 
 
+STYLE_MARK = b"# cpu2gpu-fixture: device-style accelerator"
+
+
 def _rewrite(path, source):
-    """A fixture that carries the mark is migrated with the unsafe fixes too."""
-    return rewrite_source(source, unsafe_fixes=UNSAFE_MARK in path.read_bytes())
+    """A fixture that carries the mark is migrated with the unsafe fixes too; one that carries the
+    style mark with `--device-style accelerator`."""
+    data = path.read_bytes()
+    expression = ACCELERATOR_DEVICE if STYLE_MARK in data else None
+    return rewrite_source(source, unsafe_fixes=UNSAFE_MARK in data, device_expression=expression)
 
 
 def _codes(path):

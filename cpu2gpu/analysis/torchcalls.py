@@ -27,6 +27,13 @@ from .core import (
 )
 
 
+# Libraries whose object chooses the device (and exposes it as .device): accelerate, Lightning Fabric.
+_DEVICE_OWNERS = frozenset({
+    "accelerate.Accelerator", "accelerate.accelerator.Accelerator",
+    "lightning.Fabric", "lightning.fabric.Fabric", "lightning_fabric.Fabric", "lightning.fabric.fabric.Fabric",
+})
+
+
 class TorchCalls:
     def qualified_call(self, node: cst.Call, qual: str, scope: Scope) -> Optional[Value]:
         exported = self.seeds.imported.get(qual)
@@ -38,9 +45,14 @@ class TorchCalls:
             values = self.args(node, scope)  # Variable(x, requires_grad=True): the value is x itself
             first = node.args[0] if node.args else None
             return values[0] if first is not None and first.keyword is None and not first.star else None
-        if qual == "torch.accelerator.current_accelerator":
+        if qual in ("torch.accelerator.current_accelerator", "torch.get_default_device"):
             self.args(node, scope)
             return Value(Kind.DEVICE, node, explicit=Place.DEVICE, time=self.time)
+        if qual in _DEVICE_OWNERS:
+            # Accelerator() / Fabric(): the library picks the device; its .device is the script's device
+            self.args(node, scope)
+            return Value(Kind.INSTANCE, node, time=self.time,
+                         attrs={"device": Value(Kind.DEVICE, node, explicit=Place.DEVICE, time=self.time)})
         if qual in api.FACTORIES or qual in api.LIKE_FACTORIES:
             return self.factory(node, qual, scope)
         if qual in ("torch.Generator", "torch._C.Generator"):

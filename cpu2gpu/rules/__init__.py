@@ -18,11 +18,13 @@ from .cg112_parameter_moved_at_creation import ParameterMovedAtCreation
 from .cg113_cpu_generator_for_device_draw import CpuGeneratorForDeviceDraw
 from .cg114_stale_alias_of_buffers import StaleAliasOfBuffers
 from .cg115_cpu_tensor_type_cast import CpuTensorTypeCast
+from .cg116_float64_on_device import Float64OnDevice
 from .cg201_hardcoded_cuda import HardcodedCuda
 from .cg202_load_without_map_location import LoadWithoutMapLocation
 from .cg203_optimizer_before_move import OptimizerBeforeMove
 from .cg204_unguarded_cuda_call import UnguardedCudaCall
 from .cg205_hardcoded_cpu_device import HardcodedCpuDevice
+from .cg206_cuda_call_in_accelerator_script import CudaCallInAcceleratorScript
 from .cg301_loader_without_pin_memory import LoaderWithoutPinMemory
 from .cg302_create_then_move import CreateThenMove
 from .cg303_sync_in_loop import SyncInLoop
@@ -43,11 +45,13 @@ ALL_RULES: list[type[Rule]] = [
     CpuGeneratorForDeviceDraw,
     StaleAliasOfBuffers,
     CpuTensorTypeCast,
+    Float64OnDevice,
     HardcodedCuda,
     LoadWithoutMapLocation,
     OptimizerBeforeMove,
     UnguardedCudaCall,
     HardcodedCpuDevice,
+    CudaCallInAcceleratorScript,
     LoaderWithoutPinMemory,
     CreateThenMove,
     SyncInLoop,

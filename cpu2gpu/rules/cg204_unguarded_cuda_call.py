@@ -8,6 +8,7 @@ import libcst as cst
 
 from ..fixes import Fix, Replace
 from .base import Hit, Invalid, Rule, RuleContext
+from .cg206_cuda_call_in_accelerator_script import accelerator_active
 
 
 class UnguardedCudaCall(Rule):
@@ -46,12 +47,16 @@ class UnguardedCudaCall(Rule):
 
     def check(self, ctx: RuleContext) -> Iterator[Hit]:
         torch_name = ctx.facts.torch_alias or "torch"
+        # The accelerator device style (CG206 makes the calls torch.accelerator's): guarded by its check
+        accelerator = accelerator_active(ctx)
         for call, stmt in ctx.facts.unguarded_cuda_calls:
             code = cst.Module([]).code_for_node(call.func)
-            yield self.hit(call, self._fix(call, stmt, torch_name), self.message.format(call=code))
+            if accelerator and code.rsplit(".", 1)[-1] in ("manual_seed", "manual_seed_all"):
+                continue  # CG206: torch.manual_seed, which needs no GPU
+            yield self.hit(call, self._fix(call, stmt, torch_name, accelerator), self.message.format(call=code))
 
     @staticmethod
-    def _fix(call: cst.Call, stmt, torch_name: str):
+    def _fix(call: cst.Call, stmt, torch_name: str, accelerator: bool = False):
         # Only a call that is a statement of its own can be wrapped in the check.
         if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1):
             return None
@@ -61,7 +66,7 @@ class UnguardedCudaCall(Rule):
 
         def build(node: cst.CSTNode) -> cst.CSTNode:
             assert isinstance(node, cst.SimpleStatementLine)
-            test = cst.parse_expression(f"{torch_name}.cuda.is_available()")
+            test = cst.parse_expression(f"{torch_name}.{'accelerator' if accelerator else 'cuda'}.is_available()")
             inner = node.with_changes(leading_lines=[])
             return cst.If(test=test, body=cst.IndentedBlock(body=[inner]), leading_lines=node.leading_lines)
 
