@@ -13,7 +13,12 @@ the same property still fails the same way, and the distinct minimal examples ar
 
 One process; a few thousand examples take about an hour on a slow core.
 
-Run of 2026-xx (seed 0): FIGURES
+Runs of 2026-12-05 on this 2-core machine (each sharing it with a test run):
+  --examples 800 --seed 0:  800 examples in 238 s (0.30 s each), 0 failures
+  --examples 5000 --seed 1: 5000 examples in 1428 s (0.29 s each), 0 failures
+      (1254 scripts, 1322 rich, 1144 mutated, 1280 notebooks)
+The failures the earlier, shorter runs found (a ``# noqa`` after a form feed or U+2028; torch used
+without being imported) are regression tests in tests/test_properties.py.
 """
 
 from __future__ import annotations
