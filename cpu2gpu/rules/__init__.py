@@ -19,6 +19,7 @@ from .cg113_cpu_generator_for_device_draw import CpuGeneratorForDeviceDraw
 from .cg114_stale_alias_of_buffers import StaleAliasOfBuffers
 from .cg115_cpu_tensor_type_cast import CpuTensorTypeCast
 from .cg116_float64_on_device import Float64OnDevice
+from .cg117_cuda_in_loader_worker import CudaInLoaderWorker
 from .cg201_hardcoded_cuda import HardcodedCuda
 from .cg202_load_without_map_location import LoadWithoutMapLocation
 from .cg203_optimizer_before_move import OptimizerBeforeMove
@@ -46,6 +47,7 @@ ALL_RULES: list[type[Rule]] = [
     StaleAliasOfBuffers,
     CpuTensorTypeCast,
     Float64OnDevice,
+    CudaInLoaderWorker,
     HardcodedCuda,
     LoadWithoutMapLocation,
     OptimizerBeforeMove,
