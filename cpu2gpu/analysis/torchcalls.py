@@ -11,6 +11,7 @@ import libcst.matchers as m
 
 from .. import torchapi as api
 from ..facts import Hardcoded, Kind, Move, Origin, Place, Use, Value
+from ..devicecode import places_on_device
 from ..imports import dotted
 
 from .core import (
@@ -446,19 +447,6 @@ def _returns_device_moves(function: cst.FunctionDef) -> bool:
     """A collate function that returns its tensors moved (``return x.to(device), y.to(device)``)."""
     for ret in m.findall(function, m.Return()):
         assert isinstance(ret, cst.Return)
-        if ret.value is None:
-            continue
-        for call in m.findall(ret.value, m.Call(func=m.Attribute(attr=m.Name("to") | m.Name("cuda")))):
-            assert isinstance(call, cst.Call)
-            if call.func.attr.value == "cuda" or any(_names_a_device(a.value) for a in call.args[:1]):
-                return True
+        if ret.value is not None and any(places_on_device(call) for call in m.findall(ret.value, m.Call())):
+            return True
     return False
-
-
-def _names_a_device(node: cst.BaseExpression) -> bool:
-    """``device``, ``args.device``, ``x.device``, ``"cuda"``: an argument of .to() that is a device."""
-    if isinstance(node, cst.Name):
-        return "device" in node.value.lower()
-    if isinstance(node, cst.Attribute):
-        return "device" in node.attr.value.lower()
-    return _is_cuda_literal(node)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Iterator, Optional
+from typing import Iterator
 
 import libcst as cst
 import libcst.matchers as m
 
 from .. import torchapi as api
+from ..devicecode import keyword_value, places_on_device
 from .base import Hit, Invalid, Rule, RuleContext
 
 _DATASET_BASES = frozenset({"torch.utils.data.Dataset", "torch.utils.data.dataset.Dataset"})
@@ -80,7 +81,7 @@ class CudaInLoaderWorker(Rule):
             if imports.resolve(call.func) not in api.DATALOADERS or not _starts_workers(call):
                 continue
             workers = True
-            collate = _kwarg(call, "collate_fn")
+            collate = keyword_value(call, "collate_fn")
             if collate is not None and isinstance(collate, cst.Name):
                 collate_names.add(collate.value)
         if not workers:
@@ -96,39 +97,13 @@ class CudaInLoaderWorker(Rule):
     def _cuda_work(self, function: cst.FunctionDef, where: str) -> Iterator[Hit]:
         for call in m.findall(function, m.Call()):
             assert isinstance(call, cst.Call)
-            if _places_on_device(call):
+            if places_on_device(call):
                 text = cst.Module([]).code_for_node(call)
                 yield self.hit(call, None, self.message.format(call=text if len(text) <= 60 else text[:57] + "...",
                                                                 where=where))
 
 
-def _kwarg(call: cst.Call, name: str) -> Optional[cst.BaseExpression]:
-    return next((a.value for a in call.args if a.keyword is not None and a.keyword.value == name), None)
-
-
 def _starts_workers(loader: cst.Call) -> bool:
     """``num_workers=`` a literal above 0 (a value the script computes is not judged)."""
-    workers = _kwarg(loader, "num_workers")
+    workers = keyword_value(loader, "num_workers")
     return isinstance(workers, cst.Integer) and int(workers.value, 0) > 0
-
-
-def _places_on_device(call: cst.Call) -> bool:
-    """``x.cuda()``, ``x.to(device)`` / ``x.to("cuda")``, ``torch.zeros(3, device=device)``."""
-    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "cuda":
-        return True
-    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "to":
-        target = _kwarg(call, "device") or (call.args[0].value if call.args and call.args[0].keyword is None else None)
-        if target is not None and _names_a_device(target):
-            return True
-    device = _kwarg(call, "device")
-    return device is not None and _names_a_device(device)
-
-
-def _names_a_device(node: cst.BaseExpression) -> bool:
-    if isinstance(node, cst.Name):
-        return "device" in node.value.lower()
-    if isinstance(node, cst.Attribute):
-        return "device" in node.attr.value.lower()
-    if isinstance(node, cst.SimpleString):
-        return node.evaluated_value.split(":", 1)[0].strip().lower() in ("cuda", "mps", "xpu")
-    return False
