@@ -97,9 +97,7 @@ class Analyzer(StatementWalker, ExpressionEvaluator, TorchCalls, ModuleClasses, 
         # they left on the CPU is a finding only where it meets what they put on the device. (A device
         # picked but never used is a migration begun: judged as a CPU script.)
         aware = facts.places_on_device or bool(facts.hardcoded)
-        for value in facts.values:
-            if aware:
-                break
+        for value in () if aware else facts.values:
             if value.kind is Kind.MODULE and value.used and value.stateful and not value.escaped \
                     and not _only_fed_unknown_values(value):
                 facts.bound.add(id(value))
@@ -120,11 +118,9 @@ class Analyzer(StatementWalker, ExpressionEvaluator, TorchCalls, ModuleClasses, 
                     pulled = use.values
                 elif use.kind == "call":
                     if facts.module_place(use.module, use.time) is not Place.DEVICE:
-                        owner = _outermost(use.module)
-                        if aware and _movable_module(owner, facts) \
-                                and any(facts.place(v) is Place.DEVICE for v in use.values):
-                            facts.bound.add(id(owner))  # fed the authors' device tensors
-                            changed = True
+                        if aware and any(facts.place(v) is Place.DEVICE for v in use.values) \
+                                and _bind_owner(use.module, facts):
+                            changed = True  # fed the authors' device tensors
                         continue
                     pulled = use.values
                 elif use.kind == "op":
@@ -137,10 +133,8 @@ class Analyzer(StatementWalker, ExpressionEvaluator, TorchCalls, ModuleClasses, 
                         continue
                     pulled = use.values[1:]
                 elif use.kind == "fed-device":
-                    owner = _outermost(use.module)
                     if aware and facts.module_place(use.module, use.time) is not Place.DEVICE \
-                            and _movable_module(owner, facts):
-                        facts.bound.add(id(owner))
+                            and _bind_owner(use.module, facts):
                         changed = True
                     continue
                 elif use.kind == "train-tensors":
@@ -169,18 +163,17 @@ def analyze(module: cst.Module, pinned: frozenset[int] = frozenset(), seeds: See
 
 
 
-def _outermost(module: Value) -> Value:
-    """The module that holds this one as a layer (itself if none): the one a move is written for."""
+def _bind_owner(module: Value, facts: Facts) -> bool:
+    """Bind for the device the module a move is written for (the outermost one holding ``module`` as a
+    layer), where the migration may: stateful, kept in the script, not placed by its authors. Whether
+    it was newly bound."""
     while module.attached_to is not None:
         module = module.attached_to
-    return module
-
-
-def _movable_module(module: Value, facts: Facts) -> bool:
-    """A module the migration may bind: stateful, kept in the script, not placed by its authors, not
-    yet bound."""
-    return module.kind is Kind.MODULE and module.stateful and not module.escaped \
-        and module.explicit is None and not module.moves and id(module) not in facts.bound
+    if module.kind is not Kind.MODULE or not module.stateful or module.escaped or module.explicit is not None \
+            or module.moves or id(module) in facts.bound:
+        return False
+    facts.bound.add(id(module))
+    return True
 
 
 def _only_fed_unknown_values(module: Value) -> bool:
