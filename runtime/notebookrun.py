@@ -22,6 +22,7 @@ _TIMED = re.compile(r"^(\s*)%(?:time|timeit|prun)\b((?:\s+-[A-Za-z](?:\s*\d+)?)*
 
 
 def is_notebook(path: str) -> bool:
+    # cpu2gpu.notebook.is_notebook's test, without importing libcst into every run's child
     return path.endswith(".ipynb")
 
 
