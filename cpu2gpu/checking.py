@@ -40,14 +40,17 @@ def read_target(path: str) -> tuple[Optional[bytes], Optional[FileError]]:
 # -- the work done for one file, in a worker process; its answer is what the cache stores --
 
 _rules: list[Rule] = []
+_device_expression: Optional[str] = None
 
 
-def _use_rules(codes: Sequence[str], explicit: Sequence[str] = ()) -> None:
-    """The rules of the run, in a worker: by code, with how the user selected them."""
-    global _rules
+def _use_rules(codes: Sequence[str], explicit: Sequence[str] = (), device_expression: Optional[str] = None) -> None:
+    """The rules of the run, in a worker: by code, with how the user selected them, and the device
+    setup the fixes would add."""
+    global _rules, _device_expression
     _rules = select_rules(codes) if codes else []
     for rule in _rules:
         rule.selected_explicitly = rule.code in explicit
+    _device_expression = device_expression
 
 
 def analyse(job: tuple[str, bytes, Seeds, Optional[tuple]]) -> dict:
@@ -57,11 +60,12 @@ def analyse(job: tuple[str, bytes, Seeds, Optional[tuple]]) -> dict:
     module, facts = known if known is not None else (None, None)
     try:
         if is_notebook(path):
-            findings = check_notebook(data, path, _rules)
+            findings = check_notebook(data, path, _rules, _device_expression)
         else:
             if module is not None:
                 remember_source(module, data)  # for # noqa, without generating the code again
-            findings = check_module(module if module is not None else parse(data), path, _rules, seeds, facts)
+            findings = check_module(module if module is not None else parse(data), path, _rules, seeds, facts,
+                                    _device_expression)
     except SourceError as error:
         return {"error": {"message": error.message, "line": error.line, "column": error.column,
                           "cell": error.cell if isinstance(error, CellError) else None}}
@@ -114,11 +118,12 @@ def _well_formed(answer) -> bool:
         for item in findings)
 
 
-def check_data(path: str, data: bytes, rules: Sequence[Rule]) -> FileResult:
+def check_data(path: str, data: bytes, rules: Sequence[Rule], device_expression: Optional[str] = None) -> FileResult:
     """One text that is not read from its path (standard input): checked on its own, as a notebook
     when the path says so; the project around the path is not read."""
     try:
-        findings = check_notebook(data, path, rules) if is_notebook(path) else check_module(parse(data), path, rules)
+        findings = check_notebook(data, path, rules, device_expression) if is_notebook(path) \
+            else check_module(parse(data), path, rules, device_expression=device_expression)
     except SourceError as error:
         cell = error.cell if isinstance(error, CellError) else None
         return FileResult(path, error=FileError(path, error.message, error.line, error.column, cell))
@@ -129,7 +134,7 @@ def check_data(path: str, data: bytes, rules: Sequence[Rule]) -> FileResult:
 
 
 def check_targets(targets: Sequence[Target], rules: Sequence[Rule], jobs: int, cache: Optional[Cache],
-                  quiet: bool = True) -> list[FileResult]:
+                  quiet: bool = True, device_expression: Optional[str] = None) -> list[FileResult]:
     """One result per file read (files skipped by the torch pre-filter have none), in target order."""
     slots: list[Optional[FileResult]] = []
     pending: list[tuple[int, str, bytes, Optional[str]]] = []  # slot, path, bytes, cache key
@@ -162,7 +167,7 @@ def check_targets(targets: Sequence[Target], rules: Sequence[Rule], jobs: int, c
     jobs_list = [(path, data, seeds.get(path, NO_SEEDS), _same_module(parsed.get(path), data) if in_process else None)
                  for _, path, data, _ in pending]
     answers = ordered_map(analyse, jobs_list, jobs,
-                          initializer=_use_rules, initargs=(codes, explicit), crashed=_crashed)
+                          initializer=_use_rules, initargs=(codes, explicit, device_expression), crashed=_crashed)
     try:
         for (slot, path, _, key), answer in zip(pending, answers):
             if answer.pop("crashed", False):

@@ -202,6 +202,25 @@ _stdin_filename_option = click.option(
     help="With `-`: the path of the code on standard input (settings, messages, notebook or script).")
 
 
+_device_style_option = click.option(
+    "--device-style", type=click.Choice(DEVICE_STYLES), default=None,
+    help="The device setup the fixes add: cuda (torch.cuda.is_available()), accelerator (torch.accelerator, "
+         "PyTorch 2.6+), auto (accelerator when the project's torch floor is 2.6+)  "
+         "[default: device-style in [tool.cpu2gpu], else cuda]")
+
+
+def _apply_style(settings: Settings, device_style: Optional[str], stdin: bool, stdin_filename: Optional[str],
+                 paths: tuple[str, ...]) -> None:
+    """The device style asked (or configured) in the settings; a style the project's torch cannot run
+    is refused (exit 2)."""
+    try:
+        apply_device_style(settings, device_style,
+                           Path(stdin_filename) if stdin and stdin_filename else Path.cwd() if stdin else Path(paths[0]))
+    except StyleError as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(EXIT_ERROR)
+
+
 @main.command()
 @click.argument("paths", nargs=-1)
 @click.option("--output-format", type=click.Choice(FORMATS), default="text", show_default=True)
@@ -218,10 +237,11 @@ _stdin_filename_option = click.option(
               help="Files checked in parallel  [default: the number of cores]")
 @click.option("--no-cache", is_flag=True, help=f"Neither read nor write {CACHE_DIR_NAME}/.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary line.")
+@_device_style_option
 def check(paths: tuple[str, ...], output_format: str, output_file: Optional[str], stdin_filename: Optional[str],
           unsafe_fixes: Optional[bool], select: tuple[str, ...], ignore: tuple[str, ...],
           exclude: tuple[str, ...], force_exclude: bool, statistics: bool, exit_zero: bool, jobs: Optional[int],
-          no_cache: bool, quiet: bool) -> None:
+          no_cache: bool, quiet: bool, device_style: Optional[str] = None) -> None:
     """Report device-placement problems (reads the code, never runs it).
 
     PATHS: files and folders (default: the current folder); `-` reads the code from standard input."""
@@ -230,6 +250,7 @@ def check(paths: tuple[str, ...], output_format: str, output_file: Optional[str]
     stdin = _stdin(paths, stdin_filename)
     paths = paths or (".",)
     settings = _settings([stdin_filename] if stdin and stdin_filename else paths)
+    _apply_style(settings, device_style, stdin, stdin_filename, paths)
     rules = _rules(settings, select, ignore)
     if unsafe_fixes is None:
         unsafe_fixes = settings.unsafe_fixes
@@ -242,13 +263,13 @@ def check(paths: tuple[str, ...], output_format: str, output_file: Optional[str]
     if stdin:
         excluded = _stdin_excluded(stdin_filename, settings, exclude, force_exclude)
         data = _stdin_data()
-        results = [] if excluded else [check_data(stdin_filename or STDIN, data, rules)]
+        results = [] if excluded else [check_data(stdin_filename or STDIN, data, rules, settings.device_expression)]
     else:
         targets = _targets(paths, settings, exclude, force_exclude)
         nothing_found = not targets
         if nothing_found:
             _no_files(paths)
-        results = check_targets(targets, rules, jobs or default_jobs(), cache, quiet)
+        results = check_targets(targets, rules, jobs or default_jobs(), cache, quiet, settings.device_expression)
     findings = [finding for result in results for finding in result.findings]
     errors = [result.error for result in results if result.error is not None]
     for error in errors:
@@ -280,10 +301,7 @@ def check(paths: tuple[str, ...], output_format: str, output_file: Optional[str]
 @click.option("--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when a file was (or, without --in-place, would be) changed.")
 @click.option("--exclude", multiple=True, help="Patterns of files and folders to skip in folders (adds to exclude).")
 @click.option("--force-exclude", is_flag=True, help="Apply the exclude patterns to files named on the command line too.")
-@click.option("--device-style", type=click.Choice(DEVICE_STYLES), default=None,
-              help="The device setup added: cuda (torch.cuda.is_available()), accelerator (torch.accelerator, "
-                   "PyTorch 2.6+), auto (accelerator when the project's torch floor is 2.6+)  "
-                   "[default: device-style in [tool.cpu2gpu], else cuda]")
+@_device_style_option
 @selection_options
 def rewrite(paths: tuple[str, ...], in_place: bool, check_only: bool, unsafe_fixes: Optional[bool],
             exit_non_zero_on_fix: bool, exclude: tuple[str, ...], force_exclude: bool, select: tuple[str, ...],
@@ -298,12 +316,7 @@ def rewrite(paths: tuple[str, ...], in_place: bool, check_only: bool, unsafe_fix
         raise click.UsageError("--in-place cannot write to standard input: `rewrite -` writes the code to stdout")
     paths = paths or (".",)
     settings = _settings([stdin_filename] if stdin and stdin_filename else paths)
-    try:
-        apply_device_style(settings, device_style,
-                           Path(stdin_filename) if stdin and stdin_filename else Path.cwd() if stdin else Path(paths[0]))
-    except StyleError as error:
-        click.echo(f"error: {error}", err=True)
-        sys.exit(EXIT_ERROR)
+    _apply_style(settings, device_style, stdin, stdin_filename, paths)
     rules = _rules(settings, select, ignore)
     if unsafe_fixes is None:
         unsafe_fixes = settings.unsafe_fixes

@@ -345,14 +345,16 @@ def locate(analysis: Analysis, path: str, suppressed: Optional[list[Hit]] = None
 
 
 def check_module(module: cst.Module, path: str, rules: Sequence[Rule], seeds: Seeds = NO_SEEDS,
-                 facts: Optional[Facts] = None) -> list[Finding]:
-    return _deep(_check_module, module, path, rules, seeds, facts)
+                 facts: Optional[Facts] = None, device_expression: Optional[str] = None) -> list[Finding]:
+    """``device_expression``: the device setup the fixes would add (the configured device style): what
+    check reports is what rewrite would do."""
+    return _deep(_check_module, module, path, rules, seeds, facts, device_expression)
 
 
 def _check_module(module: cst.Module, path: str, rules: Sequence[Rule], seeds: Seeds = NO_SEEDS,
-                  facts: Optional[Facts] = None) -> list[Finding]:
-    analysis = analyze_module(module, rules, seeds=seeds, facts=facts)
-    return [finding for finding, _ in locate_with_noqa(analysis, path, rules, seeds=seeds)[1]]
+                  facts: Optional[Facts] = None, device_expression: Optional[str] = None) -> list[Finding]:
+    analysis = analyze_module(module, rules, device_expression, seeds=seeds, facts=facts)
+    return [finding for finding, _ in locate_with_noqa(analysis, path, rules, device_expression, seeds)[1]]
 
 
 def fix_module(module: cst.Module, path: str, rules: Sequence[Rule], unsafe_fixes: bool = False,

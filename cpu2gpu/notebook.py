@@ -218,11 +218,11 @@ def _parse_program(notebook: Notebook):
         raise CellError(error.message, cell.number, line, error.column) from None
 
 
-def check_notebook(raw: bytes, path: str, rules: Sequence[Rule]) -> list[Finding]:
+def check_notebook(raw: bytes, path: str, rules: Sequence[Rule], device_expression: Optional[str] = None) -> list[Finding]:
     notebook = load(raw)
     if not notebook.cells:
         return []
-    findings = check_module(_parse_program(notebook), path, rules)
+    findings = check_module(_parse_program(notebook), path, rules, device_expression=device_expression)
     indexes = {id(cell): index for index, cell in enumerate(notebook.data["cells"])}
     places = NotebookPositions(notebook.raw) if findings else None
     for finding in findings:

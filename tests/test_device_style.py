@@ -3,6 +3,8 @@ device setups a script may already have (no second one is added)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from click.testing import CliRunner
 
@@ -123,6 +125,37 @@ def test_config_refusal_and_bad_values(tmp_path):
     assert result.exit_code == 2 and "device-style" in result.output
     result = _rewrite(tmp_path, pyproject='[tool.cpu2gpu]\ndevice-style = "cuda"\ndevice-expression = "x"\n')
     assert result.exit_code == 2
+
+
+CUDA_CALLS = "import torch\nmodel = torch.nn.Linear(2, 2)\ntorch.cuda.synchronize()\n"
+
+
+def _check(tmp_path, *args, pyproject=None):
+    if pyproject is not None:
+        (tmp_path / "pyproject.toml").write_text(pyproject)
+    script = tmp_path / "train.py"
+    script.write_text(CUDA_CALLS)
+    return CliRunner().invoke(main, ["check", "--no-cache", "--output-format", "json", *args, str(script)])
+
+
+def test_check_applies_the_configured_style(tmp_path):
+    """check reports what rewrite would do: with the accelerator style configured, the torch.cuda call
+    of a script being migrated is CG206; with the default style it is not."""
+    def messages(result):
+        return {f["code"]: f["message"] for f in json.loads(result.output)}
+
+    assert list(messages(_check(tmp_path))) == ["CG204"]
+    pyproject = '[project]\nname = "p"\ndependencies = ["torch>=2.6"]\n[tool.cpu2gpu]\ndevice-style = "auto"\n'
+    found = messages(_check(tmp_path, pyproject=pyproject))
+    assert sorted(found) == ["CG204", "CG206"]
+    assert "torch.accelerator.is_available()" in found["CG204"]  # the guard the fix writes
+    assert list(messages(_check(tmp_path, "--device-style", "cuda"))) == ["CG204"]
+
+
+def test_check_refuses_a_style_below_the_floor(tmp_path):
+    result = _check(tmp_path, "--device-style", "accelerator",
+                    pyproject='[project]\nname = "p"\ndependencies = ["torch>=2.0"]\n')
+    assert result.exit_code == 2 and "torch>=2.0" in result.output and "2.6" in result.output
 
 
 def test_stdin_takes_the_style(tmp_path, monkeypatch):

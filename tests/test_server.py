@@ -210,6 +210,19 @@ async def test_settings_come_from_the_files_pyproject(client: LanguageClient, tm
 
 
 @pytest.mark.asyncio
+async def test_the_fixes_use_the_configured_device_style(client: LanguageClient, tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "p"\ndependencies = ["torch>=2.6"]\n[tool.cpu2gpu]\ndevice-style = "accelerator"\n')
+    docs = Documents(client)
+    uri = docs.open(tmp_path / "train.py", SCRIPT)
+    await diagnostics(client, uri, 1)
+    everything = types.Range(types.Position(0, 0), types.Position(0, 0))
+    found = await actions(client, uri, everything, [], only=["source.fixAll.cpu2gpu"])
+    docs.apply(found[0].edit)
+    assert "torch.accelerator.current_accelerator() if torch.accelerator.is_available()" in docs.texts[uri]
+
+
+@pytest.mark.asyncio
 async def test_a_broken_pyproject_is_reported_on_the_file(client: LanguageClient, tmp_path):
     (tmp_path / "pyproject.toml").write_text('[tool.cpu2gpu]\nselect = 3\n')
     docs = Documents(client)

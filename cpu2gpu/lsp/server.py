@@ -32,7 +32,8 @@ from pygls.uris import to_fs_path
 from pygls.workspace.position_codec import PositionCodec
 
 from .. import __version__
-from ..config import ConfigError, Settings, load_settings
+from ..config import ConfigError, Settings, apply_device_style, load_settings
+from ..torchfloor import StyleError
 from ..engine import SourceError
 from ..syntax import python_lines
 from .documents import Report, analyse, analyse_ipynb, file_bytes, project_seeds_with
@@ -202,9 +203,11 @@ class Cpu2gpuServer(LanguageServer):
 def compute(snapshot: Snapshot) -> Outcome:
     """The analysis of one snapshot, on the worker thread; never raises."""
     outcome = Outcome(snapshot)
+    start = Path(snapshot.path) if os.path.isabs(snapshot.path) else Path.cwd()
     try:
-        settings = load_settings(Path(snapshot.path)) if os.path.isabs(snapshot.path) else load_settings(Path.cwd())
-    except ConfigError as error:
+        # the configured device style: the fixes offered are what `rewrite` would write
+        settings = apply_device_style(load_settings(start), None, start)
+    except (ConfigError, StyleError) as error:
         outcome.problem = str(error)
         outcome.diagnostics[snapshot.uris[0]] = [_problem(f"cpu2gpu: not checked: {error}", 0, 0, lsp.DiagnosticSeverity.Error)] \
             if snapshot.uris else []

@@ -53,7 +53,12 @@ class UnguardedCudaCall(Rule):
             code = cst.Module([]).code_for_node(call.func)
             if accelerator and code.rsplit(".", 1)[-1] in ("manual_seed", "manual_seed_all"):
                 continue  # CG206: torch.manual_seed, which needs no GPU
-            yield self.hit(call, self._fix(call, stmt, torch_name, accelerator), self.message.format(call=code))
+            yield self.hit(call, self._fix(call, stmt, torch_name, accelerator), self._message(code, accelerator))
+
+    def _message(self, code: str, accelerator: bool) -> str:
+        message = self.message.format(call=code)
+        # the guard the fix writes: the accelerator style's own check
+        return message.replace("torch.cuda.is_available()", "torch.accelerator.is_available()") if accelerator else message
 
     @staticmethod
     def _fix(call: cst.Call, stmt, torch_name: str, accelerator: bool = False):
