@@ -19,6 +19,7 @@ try:  # a Ctrl-C while the modules load (libcst takes a while) ends the run quie
     from .cache import CACHE_DIR_NAME, Cache, cache_root, settings_fingerprint
     from .checking import check_data, check_targets
     from .config import ConfigError, Settings, apply_device_style, load_settings
+    from .distributed import Refusal, migrate_bytes_to_ddp
     from .engine import SourceError, rewrite_data, select_rules, tally_fixes
     from .files import (NotRegularFileError, PatternError, Target, check_patterns, discover, mentions_torch,
                         read_source, regular_or_missing)
@@ -302,11 +303,15 @@ def check(paths: tuple[str, ...], output_format: str, output_file: Optional[str]
 @click.option("--exclude", multiple=True, help="Patterns of files and folders to skip in folders (adds to exclude).")
 @click.option("--force-exclude", is_flag=True, help="Apply the exclude patterns to files named on the command line too.")
 @_device_style_option
+@click.option("--distributed", type=click.Choice(["ddp"]), default=None,
+              help="Also migrate each training script to DistributedDataParallel under torchrun (process group, "
+                   "DistributedSampler, rank-0 saving and printing); a script that cannot be migrated safely is "
+                   "left as it is, with the reason  [default: distributed in [tool.cpu2gpu]]")
 @selection_options
 def rewrite(paths: tuple[str, ...], in_place: bool, check_only: bool, unsafe_fixes: Optional[bool],
             exit_non_zero_on_fix: bool, exclude: tuple[str, ...], force_exclude: bool, select: tuple[str, ...],
             ignore: tuple[str, ...], stdin_filename: Optional[str] = None,
-            device_style: Optional[str] = None) -> None:
+            device_style: Optional[str] = None, distributed: Optional[str] = None) -> None:
     """Apply the fixes: a unified diff by default, the files with --in-place.
 
     PATHS: files and folders (default: the current folder); `-` reads the code from standard input
@@ -317,14 +322,17 @@ def rewrite(paths: tuple[str, ...], in_place: bool, check_only: bool, unsafe_fix
     paths = paths or (".",)
     settings = _settings([stdin_filename] if stdin and stdin_filename else paths)
     _apply_style(settings, device_style, stdin, stdin_filename, paths)
+    distributed = distributed or settings.distributed
     rules = _rules(settings, select, ignore)
     if unsafe_fixes is None:
         unsafe_fixes = settings.unsafe_fixes
+    if stdin and distributed:
+        raise click.UsageError("--distributed works on files (it says what it did, or why not, per file)")
     if stdin:
         _rewrite_stdin(stdin_filename or STDIN, _stdin_data(), rules, unsafe_fixes, settings, check_only,
                        exit_non_zero_on_fix, _stdin_excluded(stdin_filename, settings, exclude, force_exclude))
     tally = click.get_current_context().with_resource(tally_fixes())  # the unsafe fixes left out
-    errors = changed = 0
+    errors = changed = refused = 0
     targets = _targets(paths, settings, exclude, force_exclude)
     if not targets:
         _no_files(paths)
@@ -348,9 +356,24 @@ def rewrite(paths: tuple[str, ...], in_place: bool, check_only: bool, unsafe_fix
             _error(target.path, error)
             errors += 1
             continue
+        summary: list[str] = []
+        if distributed and not is_notebook(target.path):
+            try:
+                new, summary = migrate_bytes_to_ddp(data, new, settings.device_style == "accelerator")
+            except Refusal as refusal:
+                click.echo(f"{shown(target.path)}: not migrated to DistributedDataParallel: {refusal}; "
+                           "the file is left as it is", err=True)
+                refused += 1
+                continue
+        elif distributed:
+            click.echo(f"{shown(target.path)}: not migrated to DistributedDataParallel: a notebook does not run "
+                       "under torchrun; the file is left as it is", err=True)
+            refused += 1
+            continue
         if new == data:
             continue
         changed += 1
+        _echo_summary(target.path, summary)
         if check_only:
             click.echo(f"Would rewrite {shown(target.path)}", err=True)
         elif in_place:
@@ -373,9 +396,18 @@ def rewrite(paths: tuple[str, ...], in_place: bool, check_only: bool, unsafe_fix
             diff = difflib.unified_diff(old_text, new_text, old_name, new_name)
             click.echo("".join(_terminated(diff)), nl=False)
     _hint_hidden_fixes(tally.hidden)
-    if (check_only or exit_non_zero_on_fix) and changed:
-        sys.exit(EXIT_ERROR if errors else EXIT_FINDINGS)
-    sys.exit(EXIT_ERROR if errors else EXIT_CLEAN)
+    if errors:
+        sys.exit(EXIT_ERROR)
+    sys.exit(EXIT_FINDINGS if refused or ((check_only or exit_non_zero_on_fix) and changed) else EXIT_CLEAN)
+
+
+def _echo_summary(path: str, summary: Sequence[str]) -> None:
+    """What the DDP migration did, on standard error (the diff stays a diff)."""
+    if summary:
+        click.echo(f"{shown(path)}: migrated to DistributedDataParallel; run it with "
+                   f"`torchrun --nproc-per-node N {shown(path)}`:", err=True)
+        for line in summary:
+            click.echo(f"  - {line}", err=True)
 
 
 def _hint_hidden_fixes(hidden: int) -> None:

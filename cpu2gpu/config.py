@@ -28,6 +28,10 @@ class Settings:
     device_expression: Optional[str] = None
     source: Optional[str] = None
     device_style: Optional[str] = None  # cuda | accelerator | auto (torchfloor.resolve_style)
+    distributed: Optional[str] = None  # "ddp": rewrite also migrates to DistributedDataParallel
+
+
+DISTRIBUTED_MODES = ("ddp",)
 
 
 class ConfigError(Exception):
@@ -80,8 +84,11 @@ def load_settings(start: Path) -> Settings:
         raise ConfigError(f"{path}: [tool.cpu2gpu] device-style must be one of {', '.join(DEVICE_STYLES)}")
     if style is not None and expression is not None:
         raise ConfigError(f"{path}: [tool.cpu2gpu] device-style and device-expression: set one of them")
+    distributed = table.get("distributed")
+    if distributed is not None and distributed not in DISTRIBUTED_MODES:
+        raise ConfigError(f"{path}: [tool.cpu2gpu] distributed must be one of {', '.join(DISTRIBUTED_MODES)}")
     known = {"select", "ignore", "extend-select", "extend_select", "exclude", "unsafe-fixes", "unsafe_fixes",
-             "device-expression", "device_expression", "device-style", "device_style"}
+             "device-expression", "device_expression", "device-style", "device_style", "distributed"}
     unknown = sorted(set(table) - known)
     if unknown:
         raise ConfigError(f"{path}: [tool.cpu2gpu] unknown setting: {', '.join(unknown)}")
@@ -91,7 +98,7 @@ def load_settings(start: Path) -> Settings:
     except PatternError as error:
         raise ConfigError(f"{path}: [tool.cpu2gpu] {error}") from None
     return Settings(strings("select"), strings("ignore"), strings("extend_select"), exclude,
-                    unsafe, expression, str(path), style)
+                    unsafe, expression, str(path), style, distributed)
 
 
 def apply_device_style(settings: Settings, style: Optional[str], start: Path) -> Settings:

@@ -1,0 +1,136 @@
+"""`rewrite --distributed ddp`: each single-process fixture becomes its DDP script (fixtures/distributed/
+X.py -> X.ddp.py), a script that cannot be migrated safely is left byte for byte with its reason."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from cpu2gpu import rewrite_source
+from cpu2gpu.cli import main
+
+from .conftest import FIXTURES
+
+DDP_FIXTURES = FIXTURES / "distributed"
+PAIRS = sorted(p for p in DDP_FIXTURES.glob("*.py") if not p.name.endswith(".ddp.py")
+               and p.with_name(p.stem + ".ddp.py").exists())
+
+
+def _rewrite(tmp_path, name: str, text: str, *args: str, pyproject: str | None = None):
+    if pyproject is not None:
+        (tmp_path / "pyproject.toml").write_text(pyproject)
+    script = tmp_path / name
+    script.write_text(text)
+    result = CliRunner().invoke(main, ["rewrite", "--in-place", *args, str(script)])
+    return result, script.read_text()
+
+
+def test_the_six_families_are_here():
+    assert [p.stem for p in PAIRS] == ["cnn", "resume", "rnn", "trainer", "validation"]
+    assert (DDP_FIXTURES / "refused_stream.py").exists()
+
+
+@pytest.mark.parametrize("path", PAIRS, ids=[p.stem for p in PAIRS])
+def test_rewrite_distributed_matches_expected(tmp_path, path):
+    result, text = _rewrite(tmp_path, path.name, path.read_text(), "--distributed", "ddp")
+    assert result.exit_code == 0, result.output
+    assert text == path.with_name(path.stem + ".ddp.py").read_text()
+    assert "migrated to DistributedDataParallel; run it with `torchrun --nproc-per-node N" in result.output
+    assert "DistributedSampler" in result.output and "set_epoch" in result.output
+
+
+@pytest.mark.parametrize("path", PAIRS, ids=[p.stem for p in PAIRS])
+def test_the_ddp_script_is_a_fixed_point(tmp_path, path):
+    expected = path.with_name(path.stem + ".ddp.py").read_text()
+    assert rewrite_source(expected) == expected
+    result, text = _rewrite(tmp_path, path.name, expected, "--distributed", "ddp")
+    assert result.exit_code == 1 and "already distributed" in result.output and text == expected
+
+
+def test_what_each_family_gets():
+    trainer = (DDP_FIXTURES / "trainer.ddp.py").read_text()
+    assert "self.model = DDP(self.model, device_ids=[device.index] if device.type == \"cuda\" else None)" in trainer
+    assert "ckp = self.model.module.state_dict()" in trainer  # the checkpoint of the bare model
+    assert "self.train_data.sampler.set_epoch(epoch)" in trainer
+    assert "if dist.get_rank() == 0:\n            torch.save(ckp, \"checkpoint.pt\")\n            print(" in trainer
+    resume = (DDP_FIXTURES / "resume.ddp.py").read_text()
+    assert "torch.load(CHECKPOINT, map_location=device)" in resume  # each rank onto its own device
+    assert "model.module.load_state_dict(checkpoint[\"model\"])" in resume
+    rnn = (DDP_FIXTURES / "rnn.ddp.py").read_text()
+    assert "sampler=DistributedSampler(train_dataset, shuffle=False)" in rnn  # the data set is made once
+    assert "batch_size=max(1, 16 // dist.get_world_size())" in rnn
+    validation = (DDP_FIXTURES / "validation.ddp.py").read_text()
+    assert "val_loader = DataLoader(val_set, batch_size=48" in validation  # evaluation: the whole set
+    assert validation.rstrip().endswith("dist.destroy_process_group()")
+
+
+REFUSED = {
+    "custom sampler": ("import torch\nfrom torch.utils.data import DataLoader, WeightedRandomSampler\n"
+                       "model = torch.nn.Linear(2, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                       "loader = DataLoader(ds, batch_size=4, sampler=WeightedRandomSampler(w, 8))\n"
+                       "for epoch in range(2):\n    for x, y in loader:\n        opt.zero_grad()\n"
+                       "        model(x).sum().backward()\n        opt.step()\n", "has its own sampler"),
+    "no loader": ("import torch\nmodel = torch.nn.Linear(2, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                  "x = torch.randn(8, 2)\nfor step in range(5):\n    opt.zero_grad()\n    model(x).sum().backward()\n"
+                  "    opt.step()\n", "not a DataLoader"),
+    "manual gradients": ("import torch\nw = torch.randn(2, requires_grad=True)\nx = torch.randn(8, 2)\n"
+                         "for step in range(5):\n    loss = (x @ w).sum()\n    loss.backward()\n"
+                         "    with torch.no_grad():\n        w -= 0.1 * w.grad\n", "no torch.optim optimizer"),
+    "two models": ("import torch\nfrom torch.utils.data import DataLoader\ng = torch.nn.Linear(2, 2)\n"
+                   "d = torch.nn.Linear(2, 1)\nog = torch.optim.Adam(g.parameters())\nod = torch.optim.Adam(d.parameters())\n"
+                   "for x in DataLoader(ds):\n    d(g(x)).sum().backward()\n    og.step()\n    od.step()\n",
+                   "several models"),
+    "own processes": ("import torch\nimport torch.multiprocessing as mp\nmodel = torch.nn.Linear(2, 1)\n"
+                      "mp.spawn(train, nprocs=2)\n", "torch.multiprocessing"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_refusals_leave_the_file_as_it_is(tmp_path, case):
+    source, reason = REFUSED[case]
+    result, text = _rewrite(tmp_path, "train.py", source, "--distributed", "ddp")
+    assert result.exit_code == 1
+    assert text == source
+    line = result.output.strip()
+    assert "\n" not in line and "train.py: not migrated to DistributedDataParallel: " in line and reason in line
+
+
+def test_an_iterable_dataset_is_refused_with_the_users_line(tmp_path):
+    source = (DDP_FIXTURES / "refused_stream.py").read_text()
+    result, text = _rewrite(tmp_path, "stream.py", source, "--distributed", "ddp")
+    assert result.exit_code == 1 and text == source
+    assert "line 18 reads an IterableDataset" in result.output  # the line in the file as written
+
+
+def test_config_distributed_and_the_refused_value(tmp_path):
+    source = (DDP_FIXTURES / "rnn.py").read_text()
+    result, text = _rewrite(tmp_path, "rnn.py", source, pyproject='[tool.cpu2gpu]\ndistributed = "ddp"\n')
+    assert result.exit_code == 0 and text == (DDP_FIXTURES / "rnn.ddp.py").read_text()
+    result, text = _rewrite(tmp_path, "rnn2.py", source, pyproject='[tool.cpu2gpu]\ndistributed = "fsdp"\n')
+    assert result.exit_code == 2 and "distributed must be one of ddp" in result.output
+
+
+def test_accelerator_style_asks_torch_for_the_backend(tmp_path):
+    source = (DDP_FIXTURES / "cnn.py").read_text()
+    result, text = _rewrite(tmp_path, "cnn.py", source, "--distributed", "ddp", "--device-style", "accelerator")
+    assert result.exit_code == 0, result.output
+    assert "dist.init_process_group(dist.get_default_backend_for_device(device))" in text
+    assert "torch.accelerator.set_device_index(local_rank)" in text
+
+
+def test_names_already_taken_are_not_shadowed(tmp_path):
+    source = (DDP_FIXTURES / "cnn.py").read_text().replace("criterion = nn.CrossEntropyLoss()",
+                                                           "dist = 3\ncriterion = nn.CrossEntropyLoss()")
+    result, text = _rewrite(tmp_path, "cnn.py", source, "--distributed", "ddp")
+    assert result.exit_code == 0 and "import torch.distributed as dist" not in text
+    assert 'torch.distributed.init_process_group("nccl"' in text and "torch.distributed.get_rank() == 0" in text
+
+
+def test_a_notebook_is_refused(tmp_path):
+    shutil.copy(FIXTURES / "notebooks" / "linear_regression.ipynb", tmp_path / "nb.ipynb")
+    before = (tmp_path / "nb.ipynb").read_bytes()
+    result = CliRunner().invoke(main, ["rewrite", "--in-place", "--distributed", "ddp", str(tmp_path / "nb.ipynb")])
+    assert result.exit_code == 1 and "does not run under torchrun" in result.output
+    assert (tmp_path / "nb.ipynb").read_bytes() == before
