@@ -19,13 +19,16 @@ from .index import Binding, FileIndex, Scope, own_nodes, preorder
 # Attributes that mean the same on the DDP wrapper and on the model: everything else (state_dict,
 # load_state_dict, custom methods, sub-layers) goes through ``.module``.
 SAFE_ON_WRAPPER = frozenset({
+    "forward",  # DDP's own forward: the gradient synchronisation is set up there
     "train", "eval", "parameters", "named_parameters", "zero_grad", "to", "cuda", "cpu", "float", "double",
     "half", "bfloat16", "requires_grad_", "modules", "named_modules", "children", "named_children", "buffers",
     "named_buffers", "training", "apply", "no_sync", "module", "register_forward_hook",
     "register_forward_pre_hook", "register_full_backward_hook",
 })
 LOADER_WRAPPERS = ("enumerate", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "iter")
-LOGGING_CALLS = ("print", "logging.info", "logging.warning", "logging.debug", "logging.error")
+# Lines that every rank would repeat (or write to one file at once): rank 0 only.
+LOGGING_CALLS = ("print", "logging.info", "logging.warning", "logging.debug", "logging.error",
+                 "matplotlib.pyplot.show", "matplotlib.pyplot.savefig")
 DISTRIBUTED_NAMES = ("torch.distributed", "torch.nn.parallel.DistributedDataParallel",
                      "torch.nn.parallel.distributed", "torch.utils.data.distributed", "torch.utils.data.DistributedSampler",
                      "torch.multiprocessing")
@@ -172,10 +175,13 @@ def _has_backward(index: FileIndex, scope: Scope, depth: int = 2) -> bool:
 def _training_forwards(index: FileIndex, model_name: str) -> list[cst.Call]:
     calls = []
     for node in preorder(index.module):
-        if isinstance(node, cst.Call) and _is_receiver_expr(node.func, model_name):
-            scope = index.scope_of(node)
-            if _has_backward(index, scope):
-                calls.append(node)
+        if not isinstance(node, cst.Call):
+            continue
+        callee = node.func
+        if isinstance(callee, cst.Attribute) and callee.attr.value == "forward":  # model.forward(x)
+            callee = callee.value
+        if _is_receiver_expr(callee, model_name) and _has_backward(index, index.scope_of(node)):
+            calls.append(node)
     if not calls:
         raise Refusal(f"no call of `{model_name}` next to a `.backward()`: the training step was not found")
     return calls
@@ -190,7 +196,9 @@ def _is_receiver_expr(node: cst.BaseExpression, name: str) -> bool:
 def _wrap_point(index: FileIndex, forwards: list[cst.Call]) -> tuple[cst.SimpleStatementLine, str, list[Receiver]]:
     points: dict[int, tuple[cst.SimpleStatementLine, str, list[Receiver]]] = {}
     for call in forwards:
-        found = _wrap_for(index, call.func, index.scope_of(call), call, depth=0)
+        callee = call.func.value if isinstance(call.func, cst.Attribute) and call.func.attr.value == "forward" \
+            and not _is_receiver_expr(call.func, "forward") else call.func
+        found = _wrap_for(index, callee, index.scope_of(call), call, depth=0)
         points.setdefault(id(found[0]), found)
     if len(points) != 1:
         raise Refusal("the model the training step calls is made in several places: wrap it by hand")
@@ -450,7 +458,7 @@ def _epoch_of(index: FileIndex, loop: cst.For) -> Optional[str]:
 
 
 def _guarded_statements(index: FileIndex, device_stmt: cst.CSTNode) -> list[cst.SimpleStatementLine]:
-    """print/logging calls and torch.save lines that run after the process group is set up."""
+    """print/logging/plot-saving calls and torch.save lines that run after the process group is set up."""
     if isinstance(device_stmt, cst.Module):
         return []  # no setup yet: nothing to guard
     setup_scope = index.scope_of(device_stmt)
