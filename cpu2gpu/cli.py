@@ -211,12 +211,13 @@ _device_style_option = click.option(
 
 
 def _apply_style(settings: Settings, device_style: Optional[str], stdin: bool, stdin_filename: Optional[str],
-                 paths: tuple[str, ...]) -> None:
+                 paths: tuple[str, ...], distributed: bool = False) -> None:
     """The device style asked (or configured) in the settings; a style the project's torch cannot run
     is refused (exit 2)."""
     try:
         apply_device_style(settings, device_style,
-                           Path(stdin_filename) if stdin and stdin_filename else Path.cwd() if stdin else Path(paths[0]))
+                           Path(stdin_filename) if stdin and stdin_filename else Path.cwd() if stdin else Path(paths[0]),
+                           distributed)
     except StyleError as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(EXIT_ERROR)
@@ -321,8 +322,8 @@ def rewrite(paths: tuple[str, ...], in_place: bool, check_only: bool, unsafe_fix
         raise click.UsageError("--in-place cannot write to standard input: `rewrite -` writes the code to stdout")
     paths = paths or (".",)
     settings = _settings([stdin_filename] if stdin and stdin_filename else paths)
-    _apply_style(settings, device_style, stdin, stdin_filename, paths)
     distributed = distributed or settings.distributed
+    _apply_style(settings, device_style, stdin, stdin_filename, paths, distributed is not None)
     rules = _rules(settings, select, ignore)
     if unsafe_fixes is None:
         unsafe_fixes = settings.unsafe_fixes

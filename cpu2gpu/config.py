@@ -10,7 +10,7 @@ import libcst
 
 from .files import PatternError, check_patterns
 from .fixes import ACCELERATOR_DEVICE
-from .torchfloor import DEVICE_STYLES, StyleError, resolve_style
+from .torchfloor import DDP_ACCELERATOR_MINIMUM, DEVICE_STYLES, StyleError, resolve_style
 
 try:
     import tomllib
@@ -101,7 +101,7 @@ def load_settings(start: Path) -> Settings:
                     unsafe, expression, str(path), style, distributed)
 
 
-def apply_device_style(settings: Settings, style: Optional[str], start: Path) -> Settings:
+def apply_device_style(settings: Settings, style: Optional[str], start: Path, distributed: bool = False) -> Settings:
     """The settings with the device setup of the style asked (``--device-style``, else ``device-style``
     in [tool.cpu2gpu]; ``cuda`` when neither) in ``device_expression``. The torch floor is read next to
     the pyproject.toml of the settings, else next to ``start``. Raises ``StyleError``."""
@@ -114,7 +114,8 @@ def apply_device_style(settings: Settings, style: Optional[str], start: Path) ->
     else:
         start = start.resolve()
         root = start if start.is_dir() else start.parent
-    resolved = resolve_style(style, root)
+    resolved = resolve_style(style, root, DDP_ACCELERATOR_MINIMUM, "the DDP setup: torch.accelerator.set_device_index, "
+                             "dist.get_default_backend_for_device") if distributed else resolve_style(style, root)
     if resolved == "accelerator":
         settings.device_expression = ACCELERATOR_DEVICE
     else:  # the style asked overrides a configured device-expression

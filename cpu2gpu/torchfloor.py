@@ -23,6 +23,9 @@ except ModuleNotFoundError:  # Python < 3.11
 
 DEVICE_STYLES = ("cuda", "accelerator", "auto")
 ACCELERATOR_MINIMUM = (2, 6)
+# torch.accelerator.set_device_index (2.6 had only set_device_idx) and the accelerator-generic
+# DDP setup of PyTorch's examples (dist.get_default_backend_for_device) need 2.7.
+DDP_ACCELERATOR_MINIMUM = (2, 7)
 
 Version = tuple[int, ...]
 
@@ -144,19 +147,22 @@ def _at_least(version: Version, minimum: Version) -> bool:
     return version + (0,) * (width - len(version)) >= minimum + (0,) * (width - len(minimum))
 
 
-def resolve_style(style: str, root: Path) -> str:
+def resolve_style(style: str, root: Path, minimum: Version = ACCELERATOR_MINIMUM,
+                  needs: str = "torch.accelerator") -> str:
     """``cuda`` or ``accelerator`` for the style asked (``auto`` decided by the floor).
-    Raises ``StyleError`` (one line) for ``accelerator`` in a project whose torch floor is below 2.6."""
+    Raises ``StyleError`` (one line) for ``accelerator`` in a project whose torch floor is below
+    ``minimum`` (2.6; 2.7 for the DDP setup, ``needs`` saying what needs it)."""
     if style not in DEVICE_STYLES:
         raise StyleError(f"unknown device style {style!r}: use one of {', '.join(DEVICE_STYLES)}")
     if style == "cuda":
         return style
     floor = read_floor(root)
-    allowed = floor is not None and _at_least(floor.version, ACCELERATOR_MINIMUM)
+    allowed = floor is not None and _at_least(floor.version, minimum)
     if style == "auto":
         return "accelerator" if allowed else "cuda"
     if floor is not None and not allowed:
+        wanted = ".".join(map(str, minimum))
         raise StyleError(
-            f"device style `accelerator` needs PyTorch 2.6 or newer (torch.accelerator), but {floor.source} "
-            f"declares `{floor.requirement}`: raise the floor to torch>=2.6 or use the `cuda` style")
+            f"device style `accelerator` needs PyTorch {wanted} or newer ({needs}), but {floor.source} "
+            f"declares `{floor.requirement}`: raise the floor to torch>={wanted} or use the `cuda` style")
     return style

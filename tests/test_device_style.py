@@ -195,3 +195,19 @@ def test_existing_device_gets_no_second_setup(form, expression):
     assert "model = torch.nn.Linear(2, 1).to(device)" in out
     assert "torch_device" not in out and "is_available() else torch.device(\"cpu\")" not in out
     assert out.count("device =") == source.count("device =")
+
+
+def test_cg206_targets_newer_than_the_style_floor_need_unsafe_fixes():
+    """The accelerator style is allowed from torch 2.6, but torch.accelerator.set_device_index came in
+    2.7 and the memory functions in 2.9: their fixes are unsafe, and the message says the version."""
+    from cpu2gpu import check_source
+
+    source = ("import torch\nfrom torch import accelerator\ntorch.cuda.synchronize()\ntorch.cuda.set_device(0)\n"
+              "if torch.cuda.is_available():\n    print(torch.cuda.memory_allocated())\n")
+    messages = [f.message for f in check_source(source, select=["CG206"])]
+    assert len(messages) == 3 and not messages[0].endswith("+)")
+    assert messages[1].endswith("(PyTorch 2.7+)") and messages[2].endswith("(PyTorch 2.9+)")
+    safe = rewrite_source(source)
+    assert "torch.accelerator.synchronize()" in safe and "torch.cuda.set_device(0)" in safe
+    unsafe = rewrite_source(source, unsafe_fixes=True)
+    assert "torch.accelerator.set_device_index(0)" in unsafe and "torch.accelerator.memory_allocated()" in unsafe

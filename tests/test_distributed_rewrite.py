@@ -134,3 +134,14 @@ def test_a_notebook_is_refused(tmp_path):
     result = CliRunner().invoke(main, ["rewrite", "--in-place", "--distributed", "ddp", str(tmp_path / "nb.ipynb")])
     assert result.exit_code == 1 and "does not run under torchrun" in result.output
     assert (tmp_path / "nb.ipynb").read_bytes() == before
+
+
+def test_accelerator_ddp_needs_torch_2_7(tmp_path):
+    """torch 2.6 has torch.accelerator but not set_device_index: accelerator style refused for DDP
+    there, and auto falls back to the cuda form."""
+    source = (DDP_FIXTURES / "cnn.py").read_text()
+    result, text = _rewrite(tmp_path, "cnn.py", source, "--distributed", "ddp", "--device-style", "accelerator",
+                            pyproject='[project]\nname = "p"\ndependencies = ["torch>=2.6"]\n')
+    assert result.exit_code == 2 and "2.7" in result.output and text == source
+    result, text = _rewrite(tmp_path, "cnn.py", source, "--distributed", "ddp", "--device-style", "auto")
+    assert result.exit_code == 0 and 'init_process_group("nccl" if device.type == "cuda" else "gloo")' in text

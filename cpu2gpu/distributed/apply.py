@@ -52,7 +52,7 @@ class Names:
 def setup_lines(plan: Plan, names: Names, torch_name: str, accelerator: bool) -> list[str]:
     """The device of this process (torchrun's LOCAL_RANK) and the process group, where the device was picked."""
     device, dist, t = plan.device_name, names.dist, torch_name
-    if accelerator:
+    if accelerator:  # as PyTorch's own DDP examples (torch 2.7+) write it
         return [
             f'local_rank = int({names.os}.environ["LOCAL_RANK"])',
             f"{device} = {t}.device({t}.accelerator.current_accelerator().type, local_rank) "

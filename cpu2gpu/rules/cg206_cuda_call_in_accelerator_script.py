@@ -28,6 +28,15 @@ _RAISES_ON_THE_HOST = {
     "max_memory_reserved": "max_memory_reserved",
     "memory_stats": "memory_stats",
 }
+# The first PyTorch with each torch.accelerator function, where it is later than 2.6 (the floor the
+# accelerator style allows): 2.6 had set_device_idx/current_device_idx, 2.7 added the *_index names,
+# and the memory functions are absent from the 2.8 documentation (present in 2.9's). Their fixes
+# need --unsafe-fixes: the project may run a torch that lacks them.
+_SINCE = {
+    "current_device_index": "2.7", "set_device_index": "2.7",
+    "reset_peak_memory_stats": "2.9", "empty_cache": "2.9", "memory_allocated": "2.9",
+    "max_memory_allocated": "2.9", "memory_reserved": "2.9", "max_memory_reserved": "2.9", "memory_stats": "2.9",
+}
 _SEEDS = ("manual_seed", "manual_seed_all")
 _AUTOCAST_POSITIONS = ("enabled", "dtype", "cache_enabled")  # torch.cuda.amp.autocast's, in order
 
@@ -175,13 +184,16 @@ class CudaCallInAcceleratorScript(Rule):
             attr = qual[len("torch.cuda."):]
             generic, fix, safe = None, None, True
             if attr in _SAME_ON_THE_HOST or attr in _RAISES_ON_THE_HOST:
-                generic = f"torch.accelerator.{_SAME_ON_THE_HOST.get(attr) or _RAISES_ON_THE_HOST[attr]}"
+                target = _SAME_ON_THE_HOST.get(attr) or _RAISES_ON_THE_HOST[attr]
+                generic = f"torch.accelerator.{target}"
                 fix = self._replace_func(call, generic, torch_name)
+                since = _SINCE.get(target)
+                safe = since is None
                 stmt = finder.statements.get(id(call))
                 if attr in _RAISES_ON_THE_HOST and id(call) not in finder.guarded:
                     # torch.accelerator's raises without a GPU: a statement of its own gets the check
                     # (from CG204 where it reports the call), any other use needs --unsafe-fixes
-                    safe = stmt is not None
+                    safe = safe and stmt is not None
                     if fix is not None and stmt is not None and id(call) not in cg204:
                         fix.edits.append(Replace(stmt, lambda node, t=torch_name: _guarded(node, t)))
             elif attr in _SEEDS:
@@ -196,7 +208,10 @@ class CudaCallInAcceleratorScript(Rule):
             if generic is None:
                 continue
             shown = cst.Module([]).code_for_node(call.func)
-            hit = self.hit(call, fix, self.message.format(call=shown, generic=generic))
+            message = self.message.format(call=shown, generic=generic)
+            if generic.startswith("torch.accelerator.") and _SINCE.get(generic[len("torch.accelerator."):]):
+                message += f" (PyTorch {_SINCE[generic[len('torch.accelerator.'):]]}+)"
+            hit = self.hit(call, fix, message)
             if hit.fix is not None:
                 hit.fix.safe = safe
             yield hit
