@@ -34,6 +34,15 @@ _NO_CUDA_MARKERS = (
     "Cannot initialize CUDA without ATen_cuda library",
 )
 _NAME = re.compile(r"(?<![\w.'\"])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+# torch.cuda._lazy_init in a process forked after CUDA was initialised (the simulator raises the same).
+_BAD_FORK = "Cannot re-initialize CUDA in forked subprocess"
+# A frame of a traceback as text: a DataLoader re-raises a worker's exception with the worker's
+# traceback in the message (ExceptionWrapper.reraise: "Caught RuntimeError in DataLoader worker
+# process 0.\nOriginal Traceback (most recent call last):\n  File ..."), multiprocessing.Pool as
+# the __cause__ (a RemoteTraceback).
+_TEXT_FRAME = re.compile(
+    r'^  File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[^\n]+)\n(?:    (?P<source>[^\n]*))?', re.M)
+_LOADER_WORKER = re.compile(r"in DataLoader worker process \d+")
 _LOSS_WEIGHTS = ("weight", "pos_weight")
 
 
@@ -307,9 +316,74 @@ def _gpu_tensors_loaded(tb, at, where) -> dict:
     return finding(f"tensors saved on a GPU were read at {at}, which a machine without one cannot do", None, where)
 
 
+def _text_user_frame(text: str, rec):
+    """(file, line, function, source) of the deepest user frame in a traceback given as text."""
+    found = None
+    for m in _TEXT_FRAME.finditer(text):
+        if rec.is_user_file(m["file"]):
+            found = m
+    if found is None:
+        return None
+    file, line = found["file"], int(found["line"])
+    source = (found["source"] or "").strip() or linecache.getline(file, line).strip()
+    return file, line, found["func"].strip(), source
+
+
+def _forked_cuda(exc, msg, tb, rec, display) -> dict:
+    """CUDA used in a process forked after the parent initialised it: in a DataLoader worker, CG117."""
+    cause = exc.__cause__
+    loc = _text_user_frame(msg, rec) or (_text_user_frame(str(cause), rec) if cause is not None else None)
+    if loc is None:
+        frames = _user_frames(tb, rec, display)
+        if frames:
+            fr = frames[-1]
+            loc = fr.file, fr.lineno, fr.func, fr.text
+    where = {"file": display(loc[0]), "line": loc[1]} if loc else None
+    at = f"{where['file']}:{where['line']}" if where else "an unknown line"
+    if loc and not loc[2].startswith("<"):
+        what = f"{_qualified(loc[0], loc[1], loc[2])}() at {at}"
+    else:
+        what = f"the code at {at}"
+    if loc and loc[3]:
+        what += f" (`{loc[3]}`)"
+    if _LOADER_WORKER.search(msg):
+        return finding(
+            f"{what} does CUDA work in a DataLoader worker process (num_workers > 0), forked from the training "
+            f"process after it initialised CUDA: CUDA cannot be initialised again in a forked process "
+            f"(\"Cannot re-initialize CUDA in forked subprocess\"); let the workers return CPU tensors and move "
+            f"the batch to the device in the training loop", "CG117", where)
+    return finding(
+        f"{what} uses CUDA in a process forked after CUDA was initialised, which CUDA refuses "
+        f"(\"Cannot re-initialize CUDA in forked subprocess\"); start the processes with the 'spawn' start "
+        f"method, or use CUDA only in the main process", None, where)
+
+
+def _qualified(file: str, line: int, func: str) -> str:
+    """`Class.func` when the def of `func` enclosing `line` is in a class body, else `func`."""
+    def indent(text):
+        return len(text) - len(text.lstrip())
+
+    n = line
+    while n > 1:
+        n -= 1
+        text = linecache.getline(file, n)
+        if re.match(rf"\s*(?:async\s+)?def\s+{re.escape(func)}\b", text):
+            depth = indent(text)
+            while n > 1 and depth > 0:
+                n -= 1
+                text = linecache.getline(file, n)
+                if text.strip() and indent(text) < depth:
+                    match = re.match(r"\s*class\s+(\w+)", text)
+                    return f"{match.group(1)}.{func}" if match else func
+            return func
+    return func
+
+
 def explain(exc: BaseException, tb, rec, display) -> dict | None:
     """The cause of `exc`, or None when it is not a device problem we know."""
     msg = str(exc)
+    if _BAD_FORK in msg:
+        return _forked_cuda(exc, msg, tb, rec, display)
     if "can't optimize a non-leaf Tensor" in msg:
         frames = _user_frames(tb, rec, display)
         where = frames[-1].where if frames else None

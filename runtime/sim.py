@@ -14,6 +14,7 @@ a fresh process, before the script runs.
 from __future__ import annotations
 
 import functools
+import os
 import threading
 
 import torch
@@ -45,6 +46,41 @@ _INDEX = "indices should be either on cpu or on the same device as the indexed t
 _GENERATOR = "Expected a 'cuda' device type for generator but found 'cpu'"
 _FLOAT64 = ("Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. "
             "Please use float32 instead.")
+# torch.cuda._lazy_init's words in a process forked after CUDA was initialised (a DataLoader worker).
+_BAD_FORK = ("Cannot re-initialize CUDA in forked subprocess. To use CUDA with "
+             "multiprocessing, you must use the 'spawn' start method")
+
+# Lazy initialisation, as torch.cuda does it: the first device work of a process (a device tensor
+# made or moved, torch.cuda.current_device(), synchronize() ...) initialises "CUDA" there;
+# is_available() and device_count() do not. A process forked after that is a bad fork (real
+# CUDA cannot be used across fork()): its first device work raises _BAD_FORK. A fork of a process
+# that never initialised CUDA is fine, and the child may initialise it itself. Only for "cuda":
+# torch.mps raises nothing of the kind (its bad-fork flag only skips seeding in the child).
+_init_pid: int | None = None  # the process that initialised the device; None until then
+_bad_fork = False  # set in a child forked after _init_pid initialised (os.register_at_fork)
+
+
+def _after_fork_in_child() -> None:
+    global _bad_fork
+    if _init_pid is not None and _kind == "cuda":
+        _bad_fork = True
+
+
+def _lazy_init() -> None:
+    """torch.cuda._lazy_init: initialise the device in this process, or refuse in a bad fork."""
+    global _init_pid
+    if _bad_fork:
+        raise RuntimeError(_BAD_FORK)
+    if _init_pid is None:
+        _init_pid = os.getpid()
+
+
+def _is_initialized() -> bool:
+    return _init_pid is not None and not _bad_fork
+
+
+def _in_bad_fork() -> bool:
+    return _bad_fork
 
 
 _NOMINAL_STORAGE = 2**48
@@ -58,6 +94,8 @@ class SimTensor(torch.Tensor):
 
     @staticmethod
     def __new__(cls, elem: torch.Tensor):
+        if _bad_fork or _init_pid is None:
+            _lazy_init()  # the first device tensor initialises "CUDA"; in a bad fork it raises
         if _kind == "mps" and elem.dtype is torch.float64:
             raise TypeError(_FLOAT64)  # every tensor made on (or moved to) the device passes here
         r = torch.Tensor._make_wrapper_subclass(
@@ -158,6 +196,8 @@ class SimTensor(torch.Tensor):
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        if _bad_fork:
+            raise RuntimeError(_BAD_FORK)  # a device tensor inherited across the fork
         special = _SPECIAL.get(func)
         if special is not None:
             return special(func, args, kwargs or {})
@@ -658,19 +698,20 @@ class _SimBackendModule:
     """torch.simcuda: what torch asks of a PrivateUse1 backend."""
 
     def is_initialized(self):
-        return True
+        return _is_initialized()
 
     def is_available(self):
         return True
 
     def current_device(self):
+        _lazy_init()
         return 0
 
     def device_count(self):
         return 1
 
     def _is_in_bad_fork(self):
-        return False
+        return _bad_fork  # torch.manual_seed skips the device of a bad fork, as it does for CUDA
 
     def manual_seed_all(self, seed):
         _seed_device(seed)
@@ -694,6 +735,8 @@ class _Event:
     def record(self, stream=None):
         import time
 
+        _lazy_init()  # on the current stream: initialises CUDA
+
         self._t = time.perf_counter()
 
     def synchronize(self):
@@ -710,6 +753,9 @@ class _Event:
 
 
 class _Stream:
+    def __init__(self, *args, **kwargs):
+        _lazy_init()  # torch.cuda.Stream() initialises CUDA
+
     def synchronize(self):
         pass
 
@@ -747,27 +793,41 @@ def _const(value):
     return f
 
 
+def _initializing(value):
+    # A torch.cuda call that initialises CUDA (it calls _lazy_init) and answers `value`.
+    def f(*args, **kwargs):
+        _lazy_init()
+        return value
+
+    return f
+
+
 def _patch_cuda_module():
     c = torch.cuda
-    for name in ("init", "_lazy_init", "set_device", "synchronize", "empty_cache", "ipc_collect",
-                 "reset_peak_memory_stats", "reset_max_memory_allocated"):
+    # What initialises CUDA on a real machine goes through _lazy_init; is_available(), device_count(),
+    # the memory counters, empty_cache() and the seeding (queued until the initialisation) do not.
+    for name in ("init", "_lazy_init", "set_device", "synchronize"):
+        setattr(c, name, _initializing(None))
+    for name in ("empty_cache", "ipc_collect", "reset_peak_memory_stats", "reset_max_memory_allocated"):
         setattr(c, name, _const(None))
-    for name in ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
-                 "current_device"):
+    for name in ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved"):
         setattr(c, name, _const(0))
-    for name in ("is_available", "is_initialized", "is_bf16_supported"):
-        setattr(c, name, _const(True))
+    c.current_device = _initializing(0)
+    c.is_available = _const(True)
+    c.is_bf16_supported = _initializing(True)
+    c.is_initialized = _is_initialized
+    c._is_in_bad_fork = _in_bad_fork  # torch.manual_seed asks it before seeding the device
     c.device_count = _const(1)
-    c.get_device_name = _const(_DeviceProperties.name)
-    c.get_device_capability = _const((8, 0))
-    c.get_device_properties = lambda device=None: _DeviceProperties()
+    c.get_device_name = _initializing(_DeviceProperties.name)
+    c.get_device_capability = _initializing((8, 0))
+    c.get_device_properties = lambda device=None: (_lazy_init(), _DeviceProperties())[1]
     c.manual_seed = lambda seed: _seed_device(seed)
     c.manual_seed_all = lambda seed: _seed_device(seed)
     c.seed = lambda: _device_gen.seed()
     c.seed_all = lambda: _device_gen.seed()
     c.initial_seed = lambda: _device_gen.initial_seed()
-    c.get_rng_state = lambda device="cuda": _device_gen.get_state()
-    c.get_rng_state_all = lambda: [_device_gen.get_state()]
+    c.get_rng_state = lambda device="cuda": (_lazy_init(), _device_gen.get_state())[1]
+    c.get_rng_state_all = lambda: (_lazy_init(), [_device_gen.get_state()])[1]
     c.set_rng_state = lambda state, device="cuda": _device_gen.set_state(state)
     c.set_rng_state_all = lambda states: _device_gen.set_state(states[0])
     c.device = _DeviceContext
@@ -805,11 +865,11 @@ def _patch_accelerator():
     acc.is_available = _const(True)
     acc.current_accelerator = lambda check_available=False: torch.device(_kind)
     acc.device_count = _const(1)
-    acc.current_device_index = _const(0)
-    acc.current_device_idx = _const(0)
-    acc.set_device_index = _const(None)
-    acc.set_device_idx = _const(None)
-    acc.synchronize = _const(None)
+    acc.current_device_index = _initializing(0)  # these initialise the device, as in torch
+    acc.current_device_idx = _initializing(0)
+    acc.set_device_index = _initializing(None)
+    acc.set_device_idx = _initializing(None)
+    acc.synchronize = _initializing(None)
     acc.get_device_capability = _const({})
 
 
@@ -1021,6 +1081,7 @@ def install(kind: str = "cuda") -> None:
 
     _swap_on_move_copy_on_load()
     _seed_device(torch.initial_seed())
+    os.register_at_fork(after_in_child=_after_fork_in_child)
     _installed = True
 
 
