@@ -62,3 +62,19 @@ def test_style_fixtures_print_what_the_originals_print():
         code, out, err = runs[str(original)]
         assert code == 0, err[-1500:]
         assert runs[str(expected)][:2] == (0, out), runs[str(expected)][2][-1500:]
+
+
+@pytest.mark.parametrize("device", ["sim", "sim-mps"])
+def test_the_accelerator_style_fixture_trains_on_a_simulated_gpu_and_an_apple_one(device):
+    """The accelerator-style migration (CG206's torch.accelerator calls included) passes verify against
+    its original on the simulated CUDA device and on the simulated Apple GPU."""
+    from cpu2gpu.runtime.verify import verify
+
+    from ..conftest import HANG_GUARD_S
+
+    folder = FIXTURES / "styles"
+    report = verify(str(folder / "accelerator_mlp.expected.py"), against=str(folder / "accelerator_mlp.py"),
+                    device=device, cwd=str(folder), timeout=HANG_GUARD_S)
+    assert report["verdict"] == "pass", report["reasons"]
+    migrated = [run for run in report["runs"] if run["mode"] == device][0]
+    assert migrated["device_forward_calls"] > 0
