@@ -33,6 +33,8 @@ def parse(argv):
     p.add_argument("--synthetic-data", action="store_true",
                    help="replace known data sets by small deterministic stand-ins; report missing data")
     p.add_argument("--progress", default=None, help="append progress lines (JSON) to this file")
+    p.add_argument("--distributed", action="store_true",
+                   help="one rank under torchrun (verify --nproc): per-rank files, parameter checksums")
     p.add_argument("script")
     p.add_argument("args", nargs=argparse.REMAINDER)
     return p.parse_args(argv)
@@ -128,6 +130,10 @@ def _exception_record(exc, tb, rec, display):
 def main(argv=None) -> int:
     opts = parse(sys.argv[1:] if argv is None else argv)
     t0 = time.perf_counter()
+    if opts.distributed:
+        from . import distributed_child
+
+        distributed_child.prepare(opts)
     import torch
 
     from . import harness, sandbox
@@ -156,6 +162,9 @@ def main(argv=None) -> int:
 
         synthetic_setup = synthetic.install()
     harness.stop_on_sigterm()
+    rank_record = None
+    if opts.distributed:
+        rank_record = distributed_child.install(rec, opts, display)
     _seed(opts.seed)
     cuda_drew = harness.track_cuda_rng() if opts.mode == "cuda" else None
 
@@ -241,6 +250,8 @@ def main(argv=None) -> int:
         "device_name": _device_label(opts.mode, torch),
         "cap": cap,
     }
+    if rank_record is not None:
+        result["rank"] = rank_record.as_dict()
     if synthetic_setup:
         from . import synthetic
 

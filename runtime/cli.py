@@ -35,7 +35,14 @@ EXIT_CODES = {"pass": 0, "fail": 1, "error": 2, "needs-data": 3}
               help="Seed for torch, random and numpy, the same in every run.")
 @click.option("--rtol", type=click.FloatRange(min=0.0), default=None,
               help="Tolerance of the step-by-step loss comparison: |a-b| <= rtol*max(|a|,|b|) + atol, "
-                   "atol = rtol times the original's mean |loss| [default: 1e-5 for cpu and sim, 2e-2 for cuda].")
+                   "atol = rtol times the original's mean |loss| [default: 1e-5 for cpu and sim, 2e-2 for cuda]; "
+                   "with --nproc, the tolerance of the loss trend [default: 0.25].")
+@click.option("--nproc", type=click.IntRange(min=2), default=None, metavar="N",
+              help="SCRIPT is a DistributedDataParallel script for torchrun: run it with N ranks "
+                   "(torch.distributed.run --standalone; on the CPU with gloo) and show that every rank "
+                   "trains, that the ranks' parameters stay equal after each step, and (with --against) that "
+                   "the mean loss over the ranks follows the single-process original's trend "
+                   "(--rtol then sets that tolerance, default 0.25).")
 @click.option("--jobs", type=click.IntRange(min=1), default=None,
               help="Runs at a time [default: half the CPU cores, at least 1].")
 @click.option("--output-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
@@ -56,7 +63,7 @@ EXIT_CODES = {"pass": 0, "fail": 1, "error": 2, "needs-data": 3}
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines on stderr.")
 @click.option("--progress", "force_progress", is_flag=True,
               help="Progress lines on stderr even when it is not a terminal (logs, CI).")
-def verify(script, script_args, against, device, max_steps, timeout, seed, rtol, jobs, output_format,
+def verify(script, script_args, against, device, max_steps, timeout, seed, rtol, nproc, jobs, output_format,
            show_output, keep_workdirs, synthetic_data, clean_env, env_allow, report_path, quiet, force_progress):
     """Run SCRIPT under instrumentation and show that it trains on the device,
     falls back to the CPU, and (with --against) learns the same as the original.
@@ -85,7 +92,7 @@ def verify(script, script_args, against, device, max_steps, timeout, seed, rtol,
         report = run_verify(script, script_args, against=against, device=device, max_steps=max_steps,
                             seed=seed, timeout=timeout, jobs=jobs, rtol=rtol, keep=keep_workdirs,
                             show_output=show_output, synthetic_data=synthetic_data, clean_env=clean_env,
-                            env_allow=env_allow, progress=view)
+                            env_allow=env_allow, progress=view, nproc=nproc)
     except VerifyError as e:
         click.echo(f"cpu2gpu verify: {e}", err=True)
         raise SystemExit(2)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import statistics
 
+from . import distributed_report
 from .capreport import cap_lines
 
 
@@ -27,6 +28,8 @@ def run_rows(report: dict):
             diff = "(reference)" if any(x["reference"] == run["label"] for x in report["comparisons"]) else "-"
         elif c["method"] == "trend":
             diff = f"trend {'ok' if c['ok'] else 'differs'}"
+        elif c["method"] == "distributed":  # the verdict is the trend's; the step figure is shown beside it
+            diff = f"{_fmt(c['max_rel_diff'], '.2g')}, trend {'ok' if c['ok'] else 'differs'}"
         else:
             diff = _fmt(c["max_rel_diff"], ".2g")
         yield summary(run, c), diff
@@ -59,7 +62,8 @@ def to_json(report: dict) -> str:
         entry = summary(run, comps.get(run["label"]))
         for key in ("losses", "step_times", "backward_calls", "device_forward_calls", "cpu_forward_calls",
                     "trained_devices", "modules", "events", "exception", "diagnosis", "device_rng", "exit_code",
-                    "wall_seconds", "stdout_tail", "stderr_tail", "workdir", "needs_data", "synthetic", "cap"):
+                    "wall_seconds", "stdout_tail", "stderr_tail", "workdir", "needs_data", "synthetic", "cap",
+                    "distributed"):
             if key in run:
                 entry[key] = run[key]
         out["runs"].append(entry)
@@ -129,7 +133,8 @@ def _pass_lines(report: dict) -> list:
         if c["compared"] == 0:
             continue
         how = (f"the same losses over {c['compared']} steps (max rel diff {c['max_rel_diff']:.2g})"
-               if c["method"] == "step" else f"the same loss trend over {c['compared']} steps")
+               if c["method"] == "step" else distributed_report.how_alike(c) if c["method"] == "distributed"
+               else f"the same loss trend over {c['compared']} steps")
         lines.append(f"  learns the same: {c['run']} has {how} as {c['reference']}")
     return lines
 
@@ -173,6 +178,8 @@ def to_text(report: dict) -> str:
     head = f"cpu2gpu verify {s['script']}" + (f" --against {s['against']}" if s["against"] else "")
     if s.get("device"):
         head += f" --device {s['device']}"
+    if s.get("nproc"):
+        head += f" --nproc {s['nproc']}"
     if s.get("max_steps"):
         head += f" (first {s['max_steps']} steps)"
     out = [head, ""]
@@ -192,6 +199,7 @@ def to_text(report: dict) -> str:
         if c.get("note"):
             out += ["", f"  note ({c['run']}): {c['note']}"]
 
+    out += distributed_report.lines(report)
     out += cap_lines(report)
     out += _synthetic_lines(report)
     out.append("")

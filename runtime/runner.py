@@ -39,6 +39,7 @@ class RunSpec:
     script: str  # as the user gave it
     mode: str  # cpu | sim | cuda
     args: list = field(default_factory=list)
+    nproc: int = 0  # ranks under torchrun (verify --nproc, runtime/distributed.py); 0: one process
 
 
 def choose_root(script: str, cwd: str) -> str:

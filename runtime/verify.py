@@ -6,6 +6,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 from . import compare as cmp
+from . import distributed
 from .notebookrun import is_notebook
 from .runner import RunSpec, run
 
@@ -35,7 +36,11 @@ def accelerator_available(kind: str) -> bool:
     return bool(xpu is not None and xpu.is_available())
 
 
-def plan(script: str, args: list, against: str | None, device: str, has_cuda: bool) -> list:
+def plan(script: str, args: list, against: str | None, device: str, has_cuda: bool, nproc=None) -> list:
+    if nproc:  # the migrated script under torchrun, nproc ranks a run; the original as always
+        specs = [RunSpec("original (cpu)", "original", against, "cpu", list(args))] if against else []
+        return specs + [RunSpec(distributed.label(m, nproc), "migrated", script, m, list(args), nproc)
+                        for m in distributed.modes(device, nproc)]
     if device == "cuda" and not has_cuda:
         raise VerifyError("--device cuda: no CUDA GPU here; use --device sim to simulate one")
     if device == "auto":
@@ -108,6 +113,8 @@ def judge(specs: list, results: list, rtol=None) -> dict:
                 at = f" at {w['file']}:{w['line']}" if w.get("file") else ""
                 reasons.append(_reason(spec, f"a CPU tensor reached {e['module']}, which is on the device{at}",
                                        "CG102", "tensor-not-moved", e.get("where")))
+        if spec.nproc:  # every rank trained, the same steps, the ranks' parameters stayed equal
+            reasons.extend(_reason(spec, cause) for cause in distributed.reasons(res))
 
     ref_spec = next((s for s in specs if s.role == "original"), None)
     if ref_spec is None:
@@ -117,11 +124,15 @@ def judge(specs: list, results: list, rtol=None) -> dict:
         for spec, res in zip(specs, results):
             if spec is ref_spec or res["status"] not in OK:
                 continue
-            c = cmp.compare(ref, res, rtol)
+            c = (distributed.compare if spec.nproc else cmp.compare)(ref, res, rtol)
             c.update({"run": spec.label, "reference": ref_spec.label})
             comparisons.append(c)
             if not ref["losses"]:
                 c["note"] = "no loss was recorded (no .backward() call): nothing to compare"
+                continue
+            if spec.nproc:  # by the trend: a DistributedSampler draws its own order
+                if not c["ok"]:
+                    reasons.append(_reason(spec, distributed.divergence_cause(c, ref_spec.label)))
                 continue
             if len(ref["losses"]) != len(res["losses"]) or ref["steps"] != res["steps"]:
                 reasons.append(_reason(
@@ -175,9 +186,10 @@ def _read_notebook(path: str) -> None:
 
 def verify(script: str, args=(), *, against=None, device="auto", max_steps=None, seed=0, timeout=600.0,
            jobs=None, rtol=None, cwd=None, keep=False, show_output=False, synthetic_data=False,
-           clean_env=False, env_allow=(), progress=None) -> dict:
+           clean_env=False, env_allow=(), progress=None, nproc=None) -> dict:
     """Run `script` (and `against`) as planned; return the whole report as data.
-    `progress` (a progressview.ProgressView) is told of each run as it goes."""
+    `progress` (a progressview.ProgressView) is told of each run as it goes.
+    `nproc` (>= 2): run `script` under torchrun with that many ranks (runtime/distributed.py)."""
     for path in filter(None, (script, against)):
         if not os.path.isfile(path):
             raise VerifyError(f"no such file: {path}")
@@ -185,11 +197,16 @@ def verify(script: str, args=(), *, against=None, device="auto", max_steps=None,
             _read_notebook(path)
     if device not in DEVICES:
         raise VerifyError(f"unknown device {device!r}")
+    if nproc is not None:
+        try:
+            distributed.check(script, device, nproc, is_notebook(script))
+        except distributed.DistributedUnavailable as e:
+            raise VerifyError(str(e)) from None
     if device in ("mps", "xpu") and not accelerator_available(device):
         other = "--device sim-mps to simulate one" if device == "mps" else "--device sim to simulate a GPU"
         raise VerifyError(f"--device {device}: no {device} device here; use {other}")
-    has_cuda = cuda_available() if device in ("auto", "cuda") else False
-    specs = plan(script, list(args), against, device, has_cuda)
+    has_cuda = cuda_available() if device in ("auto", "cuda") and not nproc else False
+    specs = plan(script, list(args), against, device, has_cuda, nproc)
     if jobs is None:
         jobs = max(1, min(len(specs), (os.cpu_count() or 1) // 2))
 
@@ -202,7 +219,8 @@ def verify(script: str, args=(), *, against=None, device="auto", max_steps=None,
         on_progress = (lambda line: progress.update(spec.label, line)) if progress else None
         if progress:
             progress.begin(spec.label)
-        res = run(spec, max_steps=max_steps, seed=seed, timeout=timeout, cwd=cwd, keep=keep,
+        run_one = distributed.run if spec.nproc else run  # under torchrun, or one process
+        res = run_one(spec, max_steps=max_steps, seed=seed, timeout=timeout, cwd=cwd, keep=keep,
                   show_output=show_output, threads=threads, synthetic_data=synthetic_data,
                   clean_env=clean_env, env_allow=tuple(env_allow), on_progress=on_progress)
         if progress:
@@ -215,5 +233,6 @@ def verify(script: str, args=(), *, against=None, device="auto", max_steps=None,
     out["runs"] = [dict(r, label=s.label, role=s.role, script=s.script) for s, r in zip(specs, results)]
     out["settings"] = {"script": script, "against": against, "args": list(args), "device": device,
                        "max_steps": max_steps, "seed": seed, "timeout": timeout, "jobs": jobs,
-                       "synthetic_data": synthetic_data, "clean_env": clean_env, "env_allow": list(env_allow)}
+                       "synthetic_data": synthetic_data, "clean_env": clean_env, "env_allow": list(env_allow),
+                       "nproc": nproc}
     return out
