@@ -240,10 +240,13 @@ def _apply_style(settings: Settings, device_style: Optional[str], stdin: bool, s
 @click.option("--no-cache", is_flag=True, help=f"Neither read nor write {CACHE_DIR_NAME}/.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary line.")
 @_device_style_option
+@click.option("--distributed", type=click.Choice(["ddp"]), default=None,
+              help="Also report what a migration to DistributedDataParallel needs (CG400) in scripts that train "
+                   "in one process  [default: distributed in [tool.cpu2gpu]]")
 def check(paths: tuple[str, ...], output_format: str, output_file: Optional[str], stdin_filename: Optional[str],
           unsafe_fixes: Optional[bool], select: tuple[str, ...], ignore: tuple[str, ...],
           exclude: tuple[str, ...], force_exclude: bool, statistics: bool, exit_zero: bool, jobs: Optional[int],
-          no_cache: bool, quiet: bool, device_style: Optional[str] = None) -> None:
+          no_cache: bool, quiet: bool, device_style: Optional[str] = None, distributed: Optional[str] = None) -> None:
     """Report device-placement problems (reads the code, never runs it).
 
     PATHS: files and folders (default: the current folder); `-` reads the code from standard input."""
@@ -253,6 +256,8 @@ def check(paths: tuple[str, ...], output_format: str, output_file: Optional[str]
     paths = paths or (".",)
     settings = _settings([stdin_filename] if stdin and stdin_filename else paths)
     _apply_style(settings, device_style, stdin, stdin_filename, paths)
+    if distributed or settings.distributed:
+        settings.extend_select = [*settings.extend_select, "CG400"]  # what the DDP migration needs
     rules = _rules(settings, select, ignore)
     if unsafe_fixes is None:
         unsafe_fixes = settings.unsafe_fixes

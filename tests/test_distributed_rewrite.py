@@ -51,7 +51,8 @@ def test_the_ddp_script_is_a_fixed_point(tmp_path, path):
 
 def test_what_each_family_gets():
     trainer = (DDP_FIXTURES / "trainer.ddp.py").read_text()
-    assert "self.model = DDP(self.model, device_ids=[device.index] if device.type == \"cuda\" else None)" in trainer
+    assert "self.model = DDP(self.model, device_ids=[local_rank] if torch.cuda.is_available() else None)" in trainer
+    assert "main(total_epochs=3, save_every=2, batch_size=32)" in trainer  # read by the code: kept per process
     assert "ckp = self.model.module.state_dict()" in trainer  # the checkpoint of the bare model
     assert "self.train_data.sampler.set_epoch(epoch)" in trainer
     assert "if dist.get_rank() == 0:\n            torch.save(ckp, \"checkpoint.pt\")\n            print(" in trainer
@@ -116,7 +117,7 @@ def test_accelerator_style_asks_torch_for_the_backend(tmp_path):
     source = (DDP_FIXTURES / "cnn.py").read_text()
     result, text = _rewrite(tmp_path, "cnn.py", source, "--distributed", "ddp", "--device-style", "accelerator")
     assert result.exit_code == 0, result.output
-    assert "dist.init_process_group(dist.get_default_backend_for_device(device))" in text
+    assert "dist.init_process_group(dist.get_default_backend_for_device(" in text
     assert "torch.accelerator.set_device_index(local_rank)" in text
 
 
@@ -126,6 +127,23 @@ def test_names_already_taken_are_not_shadowed(tmp_path):
     result, text = _rewrite(tmp_path, "cnn.py", source, "--distributed", "ddp")
     assert result.exit_code == 0 and "import torch.distributed as dist" not in text
     assert 'torch.distributed.init_process_group("nccl"' in text and "torch.distributed.get_rank() == 0" in text
+
+
+def test_a_batch_size_the_code_reads_is_kept_per_process(tmp_path):
+    """`x.view(batch_size, -1)` in the model: dividing the loader's batch would break it."""
+    source = (DDP_FIXTURES / "cnn.py").read_text().replace("batch_size=64", "batch_size=bs").replace(
+        "model = SmallCNN()", "bs = 64\nmodel = SmallCNN()").replace(
+        "return self.classifier(torch.flatten(x, 1))", "return self.classifier(x.view(bs, -1))")
+    result, text = _rewrite(tmp_path, "cnn.py", source, "--distributed", "ddp")
+    assert result.exit_code == 0 and "DataLoader(dataset, batch_size=bs," in text
+    assert "batch size `bs` kept per process" in result.output
+
+
+def test_mkdir_on_every_rank_cannot_race(tmp_path):
+    source = (DDP_FIXTURES / "cnn.py").read_text().replace(
+        "torch.manual_seed(0)", "import os\nif not os.path.exists('out'):\n    os.mkdir('out')\ntorch.manual_seed(0)")
+    result, text = _rewrite(tmp_path, "cnn.py", source, "--distributed", "ddp")
+    assert result.exit_code == 0 and "os.makedirs('out', exist_ok=True)" in text
 
 
 def test_a_notebook_is_refused(tmp_path):
@@ -144,4 +162,37 @@ def test_accelerator_ddp_needs_torch_2_7(tmp_path):
                             pyproject='[project]\nname = "p"\ndependencies = ["torch>=2.6"]\n')
     assert result.exit_code == 2 and "2.7" in result.output and text == source
     result, text = _rewrite(tmp_path, "cnn.py", source, "--distributed", "ddp", "--device-style", "auto")
-    assert result.exit_code == 0 and 'init_process_group("nccl" if device.type == "cuda" else "gloo")' in text
+    assert result.exit_code == 0 and 'init_process_group("nccl" if torch.cuda.is_available() else "gloo")' in text
+
+
+def _check_codes(tmp_path, name: str, text: str, *args: str, pyproject: str | None = None):
+    import json
+
+    if pyproject is not None:
+        (tmp_path / "pyproject.toml").write_text(pyproject)
+    (tmp_path / name).write_text(text)
+    result = CliRunner().invoke(main, ["check", "--no-cache", "--output-format", "json", *args, str(tmp_path / name)])
+    return [(f["code"], f["line"], f["message"]) for f in json.loads(result.output)]
+
+
+def test_check_distributed_says_what_the_migration_needs(tmp_path):
+    source = (DDP_FIXTURES / "cnn.py").read_text()
+    assert not [f for f in _check_codes(tmp_path, "cnn.py", source) if f[0] == "CG400"]  # off unless asked
+    found = [f for f in _check_codes(tmp_path, "cnn.py", source, "--distributed", "ddp") if f[0] == "CG400"]
+    messages = [message for _, _, message in found]
+    assert len(found) == 3
+    assert any(m.startswith("`model` trains in one process") for m in messages)
+    assert any(m.startswith("training DataLoader without a DistributedSampler") for m in messages)
+    assert any(m.startswith("every rank would print this") for m in messages)
+    # the same from the configuration
+    configured = _check_codes(tmp_path, "cnn.py", source, pyproject='[tool.cpu2gpu]\ndistributed = "ddp"\n')
+    assert [f for f in configured if f[0] == "CG400"] == found
+
+
+def test_check_distributed_gives_the_refusal_and_leaves_ddp_scripts_to_cg40x(tmp_path):
+    stream = (DDP_FIXTURES / "refused_stream.py").read_text()
+    found = [f for f in _check_codes(tmp_path, "s.py", stream, "--distributed", "ddp") if f[0] == "CG400"]
+    assert len(found) == 1 and "IterableDataset" in found[0][2] and found[0][1] == 1
+    for path in PAIRS:
+        ddp = path.with_name(path.stem + ".ddp.py").read_text()
+        assert not [f for f in _check_codes(tmp_path, path.name, ddp, "--distributed", "ddp") if f[0].startswith("CG4")]

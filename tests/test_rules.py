@@ -171,3 +171,27 @@ def test_a_layer_made_by_from_pretrained_is_a_module():
               "model = Encoder()\nprint(model(torch.randn(1, 5, 4)))\n")
     assert "self.pos(torch.LongTensor([[1, 2, 3, 4, 0]]).to(x.device))" in rewrite_source(source)
     assert "model = Encoder().to(device)" in rewrite_source(source)
+
+
+# -- the DDP rules (CG4xx), on their fixtures --
+
+DDP_CODES = ["CG401", "CG402", "CG403", "CG404", "CG405"]
+
+
+@pytest.mark.parametrize("code", DDP_CODES)
+def test_a_distributed_fixture_reports_its_rule_and_keeps_only_the_findings_without_a_fix(code):
+    from .conftest import FIXTURES
+
+    path = FIXTURES / "rules" / f"{code.lower()}_{RULES_BY_CODE[code].name.replace('-', '_')}.py"
+    before = [f for f in check_source(path.read_bytes(), str(path)) if f.code == code]
+    after = [f for f in check_source(path.with_name(path.stem + ".expected.py").read_bytes()) if f.code == code]
+    assert before
+    assert [(f.line, f.message) for f in after] == [(f.line, f.message) for f in before if not f.fix_available]
+
+
+def test_a_load_in_a_distributed_script_is_reported_once():
+    ddp = ("import torch\nimport torch.distributed as dist\ndist.init_process_group('nccl')\n"
+           "state = torch.load('m.pt')\n")
+    assert [f.code for f in check_source(ddp, select=["CG2", "CG4"])] == ["CG405"]
+    plain = "import torch\nstate = torch.load('m.pt')\n"
+    assert [f.code for f in check_source(plain, select=["CG2", "CG4"])] == ["CG202"]

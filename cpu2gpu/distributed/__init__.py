@@ -42,14 +42,20 @@ def _summary(plan, apply: ApplyPlan, accelerator: bool) -> list[str]:
     backend = "the backend of the device (get_default_backend_for_device)" if accelerator \
         else "nccl on CUDA, gloo on the CPU"
     lines = [
-        f"process group from torchrun's environment (LOCAL_RANK, RANK, WORLD_SIZE), {backend}, where "
-        f"`{plan.device_name}` was picked (now this process's device); destroyed at the end",
+        f"process group from torchrun's environment (LOCAL_RANK, RANK, WORLD_SIZE) after the imports, {backend}; "
+        "each process's GPU made current (the script's device then means it); destroyed at the end",
         f"`{plan.wrap_target}` wrapped in DistributedDataParallel after it is made"
         + (f"; {apply.redirected} use(s) of the bare model (state_dict, own methods) through `.module`"
            if apply.redirected else ""),
         f"{len(plan.train_loaders)} training DataLoader(s) given a DistributedSampler (their shuffle moved into "
-        "the sampler) and a batch size divided by the world size (the global batch is kept)",
+        "the sampler)",
     ]
+    if plan.divided_batches:
+        lines.append(f"{len(plan.divided_batches)} training batch size(s) divided by the world size: the global "
+                     "batch, and so the training, stay the original's")
+    for size in plan.kept_batches:
+        lines.append(f"batch size `{size}` kept per process (the code reads it elsewhere): the global batch is "
+                     "N times the original's; scale the learning rate if the training needs it")
     for loop, loader, epoch in plan.set_epochs:
         lines.append(f"`{loader}.sampler.set_epoch({epoch})` before each pass over `{loader}`")
     if plan.eval_loaders:
@@ -57,7 +63,9 @@ def _summary(plan, apply: ApplyPlan, accelerator: bool) -> list[str]:
                      "with the same parameters (the same figures on every rank, so decisions taken on them agree); "
                      "printed on rank 0")
     if plan.guards:
-        lines.append(f"{len(plan.guards)} print/log/torch.save line(s) run on rank 0 only")
+        lines.append(f"{len(plan.guards)} print/log/save line(s) run on rank 0 only")
+    if plan.mkdirs:
+        lines.append(f"{len(plan.mkdirs)} os.mkdir made os.makedirs(..., exist_ok=True): every rank runs it at once")
     if plan.loads:
         lines.append(f"{len(plan.loads)} torch.load call(s) map to each rank's device")
     return lines

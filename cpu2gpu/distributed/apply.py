@@ -19,6 +19,7 @@ class Names:
     ddp: str
     sampler: str
     os: str
+    local_rank: str
     imports: list[str]
 
     @classmethod
@@ -45,26 +46,27 @@ class Names:
             sampler=pick("DistributedSampler", "torch.utils.data.distributed.DistributedSampler",
                          "from torch.utils.data.distributed import DistributedSampler"),
             os=os_name,
+            local_rank=next(n for n in ("local_rank", "ddp_local_rank", "local_rank_") if n not in taken),
             imports=imports,
         )
 
 
-def setup_lines(plan: Plan, names: Names, torch_name: str, accelerator: bool) -> list[str]:
-    """The device of this process (torchrun's LOCAL_RANK) and the process group, where the device was picked."""
-    device, dist, t = plan.device_name, names.dist, torch_name
+def setup_lines(names: Names, torch_name: str, accelerator: bool) -> list[str]:
+    """This process's GPU (torchrun's LOCAL_RANK) made current, and the process group, right after the
+    imports: everything after may use it. The script's own device ("cuda", or the accelerator's
+    device) then means this process's GPU, so the device line needs no change."""
+    dist, t, rank = names.dist, torch_name, names.local_rank
     if accelerator:  # as PyTorch's own DDP examples (torch 2.7+) write it
         return [
-            f'local_rank = int({names.os}.environ["LOCAL_RANK"])',
-            f"{device} = {t}.device({t}.accelerator.current_accelerator().type, local_rank) "
-            f'if {t}.accelerator.is_available() else {t}.device("cpu")',
-            f"if {t}.accelerator.is_available():\n    {t}.accelerator.set_device_index(local_rank)",
-            f"{dist}.init_process_group({dist}.get_default_backend_for_device({device}))",
+            f'{rank} = int({names.os}.environ["LOCAL_RANK"])',
+            f"if {t}.accelerator.is_available():\n    {t}.accelerator.set_device_index({rank})",
+            f"{dist}.init_process_group({dist}.get_default_backend_for_device("
+            f'{t}.accelerator.current_accelerator() if {t}.accelerator.is_available() else "cpu"))',
         ]
     return [
-        f'local_rank = int({names.os}.environ["LOCAL_RANK"])',
-        f'{device} = {t}.device("cuda", local_rank) if {t}.cuda.is_available() else {t}.device("cpu")',
-        f'if {device}.type == "cuda":\n    {t}.cuda.set_device({device})',
-        f'{dist}.init_process_group("nccl" if {device}.type == "cuda" else "gloo")',
+        f'{rank} = int({names.os}.environ["LOCAL_RANK"])',
+        f"if {t}.cuda.is_available():\n    {t}.cuda.set_device({rank})",
+        f'{dist}.init_process_group("nccl" if {t}.cuda.is_available() else "gloo")',
     ]
 
 
@@ -72,7 +74,9 @@ class ApplyPlan(cst.CSTTransformer):
     def __init__(self, plan: Plan, names: Names, torch_name: str, accelerator: bool) -> None:
         super().__init__()
         self.plan, self.names, self.index = plan, names, plan.index
-        self.setup = [cst.parse_statement(line + "\n") for line in setup_lines(plan, names, torch_name, accelerator)]
+        self.setup = [cst.parse_statement(line + "\n") for line in setup_lines(names, torch_name, accelerator)]
+        self.available = f"{torch_name}.{'accelerator' if accelerator else 'cuda'}.is_available()"
+        self.mkdirs = {id(call) for call in plan.mkdirs}
         self.guards = {id(stmt) for stmt in plan.guards}
         self.loaders = {id(call) for call in plan.train_loaders}
         self.loads = {id(call) for call in plan.loads}
@@ -88,9 +92,6 @@ class ApplyPlan(cst.CSTTransformer):
 
     def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
                                   ) -> Union[cst.BaseStatement, cst.FlattenSentinel]:
-        if original is self.plan.device_stmt:
-            first = self.setup[0].with_changes(leading_lines=updated.leading_lines)
-            return cst.FlattenSentinel([first, *self.setup[1:]])
         out: list[cst.BaseStatement] = []
         for call_id, (name, value) in list(self.bound_datasets.items()):
             if self._contains(original, call_id):
@@ -104,8 +105,8 @@ class ApplyPlan(cst.CSTTransformer):
         if original is self.plan.wrap_after:
             target = self.plan.wrap_target
             out.append(cst.parse_statement(
-                f"{target} = {self.names.ddp}({target}, device_ids=[{self.plan.device_name}.index] "
-                f'if {self.plan.device_name}.type == "cuda" else None)\n'))
+                f"{target} = {self.names.ddp}({target}, device_ids=[{self.names.local_rank}] "
+                f"if {self.available} else None)\n"))
         return cst.FlattenSentinel(out) if len(out) > 1 else out[0]
 
     def _contains(self, stmt: cst.CSTNode, node_id: int) -> bool:
@@ -146,7 +147,11 @@ class ApplyPlan(cst.CSTTransformer):
             body.append(end.with_changes(leading_lines=[cst.EmptyLine()]))
         imports = [cst.parse_statement(line + "\n") for line in self.names.imports]
         at = _after_imports(body)
-        return updated.with_changes(body=[*body[:at], *imports, *body[at:]])
+        rest = body[at:]
+        setup = [self.setup[0].with_changes(leading_lines=[cst.EmptyLine()]), *self.setup[1:]]
+        if rest and not rest[0].leading_lines:
+            rest[0] = rest[0].with_changes(leading_lines=[cst.EmptyLine()])
+        return updated.with_changes(body=[*body[:at], *imports, *setup, *rest])
 
     # -- expressions --------------------------------------------------------------------------
 
@@ -163,6 +168,10 @@ class ApplyPlan(cst.CSTTransformer):
             return self._shard(original, updated)
         if id(original) in self.loads:
             return _with_keyword(updated, "map_location", cst.Name(self.plan.device_name), keep=("cpu",))
+        if id(original) in self.mkdirs and len(updated.args) == 1:
+            # `if not exists: os.mkdir(d)` on every rank at once: one of them finds it made
+            made = cst.parse_expression(f"{self.names.os}.makedirs({_code(updated.args[0].value)}, exist_ok=True)")
+            return made
         return updated
 
     def _shard(self, original: cst.Call, updated: cst.Call) -> cst.Call:
@@ -175,7 +184,7 @@ class ApplyPlan(cst.CSTTransformer):
                 continue
             if bound and ((arg.keyword is None and position == 0) or (arg.keyword and arg.keyword.value == "dataset")):
                 arg = arg.with_changes(value=cst.parse_expression(bound))
-            if arg.keyword is not None and arg.keyword.value == "batch_size":
+            if arg.keyword is not None and arg.keyword.value == "batch_size" and id(original) in self.plan.divided_batches:
                 per_rank = f"max(1, {_code(arg.value)} // {self.names.dist}.get_world_size())"
                 arg = arg.with_changes(value=cst.parse_expression(per_rank))
             args.append(arg)

@@ -29,6 +29,8 @@ LOADER_WRAPPERS = ("enumerate", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.not
 # Lines that every rank would repeat (or write to one file at once): rank 0 only.
 LOGGING_CALLS = ("print", "logging.info", "logging.warning", "logging.debug", "logging.error",
                  "matplotlib.pyplot.show", "matplotlib.pyplot.savefig")
+# Files every rank would write at once.
+SAVES = ("torch.save", "torchvision.utils.save_image", "numpy.save", "numpy.savez", "numpy.savetxt")
 DISTRIBUTED_NAMES = ("torch.distributed", "torch.nn.parallel.DistributedDataParallel",
                      "torch.nn.parallel.distributed", "torch.utils.data.distributed", "torch.utils.data.DistributedSampler",
                      "torch.multiprocessing")
@@ -51,8 +53,7 @@ class Receiver:
 @dataclass
 class Plan:
     index: FileIndex
-    device_stmt: cst.SimpleStatementLine
-    device_name: str
+    device_name: Optional[str]  # the script's device variable (map_location), if it has one
     wrap_after: cst.SimpleStatementLine
     wrap_target: str  # "model" or "self.model"
     receivers: list[Receiver]
@@ -61,18 +62,20 @@ class Plan:
     eval_loaders: int
     guards: list[cst.SimpleStatementLine]
     loads: list[cst.Call]
-    saves_of_wrapper: list[cst.Arg] = field(default_factory=list)
+    divided_batches: set = field(default_factory=set)  # ids of the loaders whose batch size is divided
+    kept_batches: list[str] = field(default_factory=list)  # batch sizes the code reads elsewhere: kept per rank
+    mkdirs: list[cst.Call] = field(default_factory=list)  # os.mkdir: made race-free (exist_ok)
 
 
 def refusal_of(module: cst.Module) -> None:
     """Raise the refusal of a script before its device migration (line numbers as the user wrote them)."""
-    make_plan(module, device_setup=False)
+    make_plan(module)
 
 
-def make_plan(module: cst.Module, device_setup: bool = True) -> Plan:
+def make_plan(module: cst.Module) -> Plan:
     index = FileIndex.of(module)
     _refuse_distributed(index)
-    device_stmt, device_name = _device_setup(index) if device_setup else (module, "device")
+    device_name = _device_variable(index)
     model_name = _model_name(index)
     forwards = _training_forwards(index, model_name)
     wrap_after, wrap_target, receivers = _wrap_point(index, forwards)
@@ -95,10 +98,13 @@ def make_plan(module: cst.Module, device_setup: bool = True) -> Plan:
             raise Refusal(f"the shuffled loader `{_code(loader)}` is iterated outside an epoch loop: "
                           "there is no epoch number to give DistributedSampler.set_epoch")
     all_loaders = [node for node in preorder(module) if isinstance(node, cst.Call) and _is_loader_call(index, node)]
-    guards = _guarded_statements(index, device_stmt)
-    loads = [node for node in preorder(module) if isinstance(node, cst.Call) and _qualified(index, node.func) == "torch.load"]
-    return Plan(index, device_stmt, device_name, wrap_after, wrap_target, receivers, train_loaders, set_epochs,
-                len(all_loaders) - len(train_loaders), guards, loads)
+    guards = single_process_lines_of(index)
+    loads = [node for node in preorder(module) if isinstance(node, cst.Call) and _qualified(index, node.func) == "torch.load"] \
+        if device_name else []
+    divided, kept = _batch_division(index, train_loaders)
+    mkdirs = [node for node in preorder(module) if isinstance(node, cst.Call) and _qualified(index, node.func) == "os.mkdir"]
+    return Plan(index, device_name, wrap_after, wrap_target, receivers, train_loaders, set_epochs,
+                len(all_loaders) - len(train_loaders), guards, loads, divided, kept, mkdirs)
 
 
 # -- refusals ---------------------------------------------------------------------------------
@@ -118,16 +124,51 @@ def _refuse_distributed(index: FileIndex) -> None:
                 raise Refusal(f"the script is already distributed ({_qualify(index, name)})")
 
 
-def _device_setup(index: FileIndex) -> tuple[cst.SimpleStatementLine, str]:
-    """The statement that picks the device (``device = torch.device(... is_available() ...)``)."""
+def _device_variable(index: FileIndex) -> Optional[str]:
+    """The name the script's device is bound to (``device = torch.device(... is_available() ...)``), if any.
+    It needs no change: once each process has set its own GPU current, "cuda" is that GPU."""
     for node in preorder(index.module):
         if isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1 and isinstance(node.body[0], cst.Assign):
             assign = node.body[0]
             target = assign.targets[0].target if len(assign.targets) == 1 else None
             code = _code(assign.value)
-            if isinstance(target, cst.Name) and "is_available()" in code and ("torch.device" in code or "cuda" in code):
-                return node, target.value
-    raise Refusal("no device setup (`device = torch.device(...)`) was found to make per-process")
+            if isinstance(target, cst.Name) and "is_available()" in code and "device(" in code:
+                return target.value
+    return None
+
+
+def _batch_division(index: FileIndex, loaders: list[cst.Call]) -> tuple[set, list[str]]:
+    """Which training loaders get ``batch_size // world_size`` (the global batch kept): those whose
+    batch size is a number, or a name the rest of the code does not read (``x.view(batch_size, -1)``
+    or ``torch.zeros(batch_size, ...)`` would no longer match the batches). The others keep their
+    batch per process: the global batch grows with the number of processes (said in the summary)."""
+    divided, kept = set(), []
+    for call in loaders:
+        size = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "batch_size"), None)
+        if size is None:
+            continue
+        if isinstance(size, cst.Integer) or not _read_elsewhere(index, size, loaders):
+            divided.add(id(call))
+        else:
+            kept.append(_code(size))
+    return divided, kept
+
+
+def _read_elsewhere(index: FileIndex, size: cst.BaseExpression, loaders: list[cst.Call]) -> bool:
+    code = _code(size)
+    inside = {id(n) for call in loaders for n in preorder(call)}
+    for node in preorder(index.module):
+        if id(node) in inside or not isinstance(node, (cst.Name, cst.Attribute)) or _code(node) != code:
+            continue
+        if _is_assignment_target(index, node):
+            continue
+        return True
+    return False
+
+
+def _is_assignment_target(index: FileIndex, node: cst.CSTNode) -> bool:
+    parent = index.parent(node)
+    return isinstance(parent, (cst.AssignTarget, cst.Param)) or (isinstance(parent, cst.AnnAssign) and parent.target is node)
 
 
 def _model_name(index: FileIndex) -> str:
@@ -457,31 +498,25 @@ def _epoch_of(index: FileIndex, loop: cst.For) -> Optional[str]:
 # -- what runs on rank 0 only ------------------------------------------------------------------
 
 
-def _guarded_statements(index: FileIndex, device_stmt: cst.CSTNode) -> list[cst.SimpleStatementLine]:
-    """print/logging/plot-saving calls and torch.save lines that run after the process group is set up."""
-    if isinstance(device_stmt, cst.Module):
-        return []  # no setup yet: nothing to guard
-    setup_scope = index.scope_of(device_stmt)
-    found = []
-    for node in preorder(index.module):
-        if not isinstance(node, cst.SimpleStatementLine) or len(node.body) != 1 or not isinstance(node.body[0], cst.Expr):
-            continue
-        call = node.body[0].value
-        if not isinstance(call, cst.Call):
-            continue
-        name = _qualified(index, call.func) or dotted(call.func) or ""
-        is_log = name in LOGGING_CALLS or (name.count(".") == 1 and name.split(".")[0].lower().endswith("logger"))
-        if not (is_log or name == "torch.save"):
-            continue
-        if not isinstance(index.parent(node), (cst.IndentedBlock, cst.Module)):
-            continue
-        scope = index.scope_of(node)
-        if scope is setup_scope and not index.before(device_stmt, node):
-            continue  # before the process group exists
-        if setup_scope is not index.module and scope is index.module:
-            continue
-        found.append(node)
-    return found
+def single_process_lines(plan: Plan) -> list[cst.SimpleStatementLine]:
+    return plan.guards
+
+
+def single_process_lines_of(index: FileIndex) -> list[cst.SimpleStatementLine]:
+    """Every print/logging/plot- or image-saving line and torch.save of the file: what would run on
+    every rank (the process group is set up right after the imports, before any of them)."""
+    return [node for node in preorder(index.module) if _every_rank_line(index, node)]
+
+
+def _every_rank_line(index: FileIndex, node: cst.CSTNode) -> bool:
+    if not isinstance(node, cst.SimpleStatementLine) or len(node.body) != 1 or not isinstance(node.body[0], cst.Expr):
+        return False
+    call = node.body[0].value
+    if not isinstance(call, cst.Call):
+        return False
+    name = _qualified(index, call.func) or dotted(call.func) or ""
+    is_log = name in LOGGING_CALLS or (name.count(".") == 1 and name.split(".")[0].lower().endswith("logger"))
+    return (is_log or name in SAVES) and isinstance(index.parent(node), (cst.IndentedBlock, cst.Module))
 
 
 # -- small helpers ------------------------------------------------------------------------------

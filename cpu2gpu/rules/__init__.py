@@ -29,6 +29,12 @@ from .cg206_cuda_call_in_accelerator_script import CudaCallInAcceleratorScript
 from .cg301_loader_without_pin_memory import LoaderWithoutPinMemory
 from .cg302_create_then_move import CreateThenMove
 from .cg303_sync_in_loop import SyncInLoop
+from .cg400_not_distributed import NotDistributed
+from .cg401_sampler_without_set_epoch import SamplerWithoutSetEpoch
+from .cg402_save_on_every_rank import SaveOnEveryRank
+from .cg403_wrapper_state_dict import WrapperStateDict
+from .cg404_sampler_with_shuffle import SamplerWithShuffle
+from .cg405_load_without_rank_map_location import LoadWithoutRankMapLocation
 
 ALL_RULES: list[type[Rule]] = [
     ModelNotMoved,
@@ -57,6 +63,12 @@ ALL_RULES: list[type[Rule]] = [
     LoaderWithoutPinMemory,
     CreateThenMove,
     SyncInLoop,
+    NotDistributed,
+    SamplerWithoutSetEpoch,
+    SaveOnEveryRank,
+    WrapperStateDict,
+    SamplerWithShuffle,
+    LoadWithoutRankMapLocation,
 ]
 
 RULES_BY_CODE = {rule.code: rule for rule in ALL_RULES}

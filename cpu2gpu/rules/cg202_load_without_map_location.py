@@ -6,6 +6,7 @@ from typing import Iterator
 
 import libcst as cst
 
+from ..ddpcode import reading
 from ..fixes import Fix, Replace, add_keyword
 from .base import Hit, Invalid, Rule, RuleContext
 
@@ -20,6 +21,10 @@ class LoadWithoutMapLocation(Rule):
     they were saved from. On a machine without CUDA that fails ("Attempting to
     deserialize object on a CUDA device but torch.cuda.is_available() is False"),
     and on a multi-GPU machine it fills GPU 0.
+
+    In a distributed script (DistributedDataParallel, ``init_process_group``, a
+    DistributedSampler) the call is CG405's (load-without-rank-map-location), which gives it the
+    rank's device: one finding per call.
 
     Example::
 
@@ -43,6 +48,8 @@ class LoadWithoutMapLocation(Rule):
     ]
 
     def check(self, ctx: RuleContext) -> Iterator[Hit]:
+        if ctx.facts.loads_without_map_location and reading(ctx).distributed:
+            return  # CG405's: the rank's device, not the script's one device
         for call, scope, time in ctx.facts.loads_without_map_location:
             if id(call) in ctx.facts.host_loads:
                 # torch.load(f).numpy(): read on the host, where a device map would break it
