@@ -196,3 +196,21 @@ def test_check_distributed_gives_the_refusal_and_leaves_ddp_scripts_to_cg40x(tmp
     for path in PAIRS:
         ddp = path.with_name(path.stem + ".ddp.py").read_text()
         assert not [f for f in _check_codes(tmp_path, path.name, ddp, "--distributed", "ddp") if f[0].startswith("CG4")]
+
+
+def test_a_model_moved_under_a_gpu_flag_is_wrapped_after_the_if(tmp_path):
+    """`if use_gpu: model = model.cuda()`: the wrap follows the whole `if`, so that the CPU run wraps
+    the model too (and `.module` is always there)."""
+    source = ("import torch\nfrom torch.utils.data import DataLoader\nmodel = torch.nn.Linear(4, 1)\n"
+              "use_gpu = torch.cuda.is_available()\nif use_gpu:\n    model = model.cuda()\n"
+              "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+              "loader = DataLoader(data, batch_size=8)\nfor epoch in range(2):\n    for x, y in loader:\n"
+              "        if use_gpu:\n            x, y = x.cuda(), y.cuda()\n        opt.zero_grad()\n"
+              "        torch.nn.functional.mse_loss(model(x), y).backward()\n        opt.step()\n"
+              "torch.save(model.state_dict(), 'm.pt')\n")
+    result, text = _rewrite(tmp_path, "train.py", source, "--distributed", "ddp")
+    assert result.exit_code == 0, result.output
+    assert ("if use_gpu:\n    model = model.cuda()\nmodel = DDP(model, device_ids=[local_rank] "
+            "if torch.cuda.is_available() else None)\n") in text
+    assert "use_gpu = torch.cuda.is_available()\n" in text  # the flag stays a flag
+    assert "torch.save(model.module.state_dict(), 'm.pt')" in text

@@ -102,12 +102,17 @@ class ApplyPlan(cst.CSTTransformer):
             updated = cst.If(test=self.rank0, body=cst.IndentedBlock([body]), leading_lines=updated.leading_lines)
             self.guard_ifs.add(id(updated))
         out.append(updated)
-        if original is self.plan.wrap_after:
-            target = self.plan.wrap_target
-            out.append(cst.parse_statement(
-                f"{target} = {self.names.ddp}({target}, device_ids=[{self.names.local_rank}] "
-                f"if {self.available} else None)\n"))
         return cst.FlattenSentinel(out) if len(out) > 1 else out[0]
+
+    def on_leave(self, original: cst.CSTNode, updated):
+        result = super().on_leave(original, updated)
+        if original is not self.plan.wrap_after:
+            return result
+        target = self.plan.wrap_target
+        wrap = cst.parse_statement(f"{target} = {self.names.ddp}({target}, device_ids=[{self.names.local_rank}] "
+                                   f"if {self.available} else None)\n")
+        nodes = list(result.nodes) if isinstance(result, cst.FlattenSentinel) else [result]
+        return cst.FlattenSentinel([*nodes, wrap])
 
     def _contains(self, stmt: cst.CSTNode, node_id: int) -> bool:
         return any(id(n) == node_id for n in _walk(stmt))
@@ -202,6 +207,7 @@ class ApplyPlan(cst.CSTTransformer):
         return updated.with_changes(value=cst.Attribute(updated.value, cst.Name("module")))
 
     def _in_wrap_line(self, node: cst.CSTNode) -> bool:
+        """In the statement the wrap follows (the model is still bare there)."""
         return any(up is self.plan.wrap_after for up in self.index.ancestors(node))
 
     def _free(self, name: str) -> str:

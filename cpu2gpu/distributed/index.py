@@ -103,6 +103,10 @@ class FileIndex:
         """``a`` comes before ``b`` in the file (by the code generated up to each)."""
         return self.position(a) < self.position(b)
 
+    def follows(self, stmt: cst.CSTNode, node: cst.CSTNode) -> bool:
+        """``node`` comes after the whole of ``stmt`` (not inside it)."""
+        return self.before(stmt, node) and not any(up is stmt for up in self.ancestors(node))
+
     def position(self, node: cst.CSTNode) -> int:
         cached = self.__dict__.setdefault("_positions", None)
         if cached is None:

@@ -54,7 +54,7 @@ class Receiver:
 class Plan:
     index: FileIndex
     device_name: Optional[str]  # the script's device variable (map_location), if it has one
-    wrap_after: cst.SimpleStatementLine
+    wrap_after: cst.BaseStatement
     wrap_target: str  # "model" or "self.model"
     receivers: list[Receiver]
     train_loaders: list[cst.Call]
@@ -256,13 +256,13 @@ def _wrap_for(index: FileIndex, expr: cst.BaseExpression, scope: Scope, use: cst
         bindings = [b for b in index.self_bindings(cls, expr.attr.value) if b.scope.name.value == "__init__"] if cls else []
         if not bindings:
             raise Refusal(f"`self.{expr.attr.value}` is not set in `__init__`")
-        last = bindings[-1]
-        return last.stmt, f"self.{expr.attr.value}", [Receiver(None, expr.attr.value, cls, last.stmt)]
+        after = _out_of_branches(index, bindings[-1].stmt)
+        return after, f"self.{expr.attr.value}", [Receiver(None, expr.attr.value, cls, after)]
     name = expr.value
     local = [b for b in index.bindings(name, scope) if index.before(b.stmt, use)]
     if local:
-        last = local[-1]
-        return last.stmt, name, [Receiver(scope, name, None, last.stmt)]
+        after = _out_of_branches(index, local[-1].stmt)
+        return after, name, [Receiver(scope, name, None, after)]
     if index.is_parameter(name, scope):
         found: dict[int, tuple] = {}
         for site in index.call_sites(scope):
@@ -278,9 +278,26 @@ def _wrap_for(index: FileIndex, expr: cst.BaseExpression, scope: Scope, use: cst
     if isinstance(scope, cst.FunctionDef):  # a global the function reads
         module_bindings = index.bindings(name, index.module)
         if module_bindings:
-            last = module_bindings[-1]
-            return last.stmt, name, [Receiver(index.module, name, None, last.stmt), Receiver(scope, name)]
+            after = _out_of_branches(index, module_bindings[-1].stmt)
+            return after, name, [Receiver(index.module, name, None, after), Receiver(scope, name)]
     raise Refusal(f"where the model `{name}` is made was not found")
+
+
+def _out_of_branches(index: FileIndex, stmt: cst.BaseStatement) -> cst.BaseStatement:
+    """Where the wrap goes for a model made at ``stmt``: after the ``if``/``with``/``try`` around it
+    (``if use_gpu: model = model.cuda()`` must not leave the model bare on the CPU), never out of a
+    loop or a function."""
+    where = stmt
+    for up in index.ancestors(stmt):
+        if isinstance(up, (cst.For, cst.While, cst.FunctionDef, cst.ClassDef, cst.Module)):
+            break
+        if isinstance(up, (cst.If, cst.With, cst.Try)) and not _is_elif(index, up):
+            where = up
+    return where
+
+
+def _is_elif(index: FileIndex, node: cst.If) -> bool:
+    return isinstance(index.parent(node), cst.If)  # an `elif`: its `if` holds it
 
 
 def _follow_handoffs(index: FileIndex, receivers: list[Receiver]) -> None:
@@ -314,7 +331,7 @@ def _parameter_at(function: cst.FunctionDef, position: int, arg: cst.Arg) -> Opt
 
 
 def _receives_wrapper(index: FileIndex, receiver: Receiver, node: cst.CSTNode) -> bool:
-    return receiver.after is None or index.before(receiver.after, node)
+    return receiver.after is None or index.follows(receiver.after, node)
 
 
 def is_wrapper(index: FileIndex, receivers: list[Receiver], expr: cst.BaseExpression) -> bool:
@@ -324,7 +341,7 @@ def is_wrapper(index: FileIndex, receivers: list[Receiver], expr: cst.BaseExpres
         if receiver.cls is not None:
             if _is_receiver_expr(expr, receiver.name) and isinstance(expr, cst.Attribute) \
                     and isinstance(scope, cst.FunctionDef) and index.class_of(scope) is receiver.cls \
-                    and (scope.name.value != "__init__" or index.before(receiver.after, expr)):
+                    and (scope.name.value != "__init__" or index.follows(receiver.after, expr)):
                 return True
         elif isinstance(expr, cst.Name) and expr.value == receiver.name:
             if scope is receiver.scope and _receives_wrapper(index, receiver, expr):
