@@ -47,6 +47,30 @@ def test_rich_script_properties(code, unsafe):
 
 
 @settings(max_examples=max(EXAMPLES // 2, 1), **SETTINGS)
+@given(code=st.one_of(source_file(), rich_source_file()))
+def test_ddp_migration_refuses_or_writes_valid_code(code):
+    """`rewrite --distributed ddp` on generated training scripts: a refusal with its reason, or Python
+    that parses, wraps the model once, sets up one process group, and is refused when given again
+    (it is distributed now)."""
+    import libcst as cst
+
+    from cpu2gpu.distributed import Refusal, migrate_bytes_to_ddp
+
+    migrated = rewrite_source(code).encode()
+    try:
+        new, summary = migrate_bytes_to_ddp(code.encode(), migrated)
+    except Refusal as refusal:
+        assert str(refusal) and "\n" not in str(refusal)
+        return
+    text = new.decode()
+    ast.parse(text)
+    assert text.count("init_process_group(") == 1 and text.count("DDP(") == 1 and summary
+    with pytest.raises(Refusal, match="already distributed"):
+        migrate_bytes_to_ddp(new, rewrite_source(new))
+    cst.parse_module(text)
+
+
+@settings(max_examples=max(EXAMPLES // 2, 1), **SETTINGS)
 @given(text=notebook_file())
 def test_notebook_properties(text):
     assert notebook_failures(text) == []

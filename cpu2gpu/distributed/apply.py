@@ -105,14 +105,21 @@ class ApplyPlan(cst.CSTTransformer):
         return cst.FlattenSentinel(out) if len(out) > 1 else out[0]
 
     def on_leave(self, original: cst.CSTNode, updated):
+        """Statements around one: the sampler's epoch before a training pass, the wrap after the model."""
         result = super().on_leave(original, updated)
-        if original is not self.plan.wrap_after:
+        if original is not self.plan.wrap_after and id(original) not in self.epochs:
             return result
-        target = self.plan.wrap_target
-        wrap = cst.parse_statement(f"{target} = {self.names.ddp}({target}, device_ids=[{self.names.local_rank}] "
-                                   f"if {self.available} else None)\n")
         nodes = list(result.nodes) if isinstance(result, cst.FlattenSentinel) else [result]
-        return cst.FlattenSentinel([*nodes, wrap])
+        if id(original) in self.epochs:
+            loader, epoch = self.epochs[id(original)]
+            call = cst.parse_statement(f"{loader}.sampler.set_epoch({epoch})\n")
+            nodes[0], call = nodes[0].with_changes(leading_lines=()), call.with_changes(leading_lines=nodes[0].leading_lines)
+            nodes.insert(0, call)
+        if original is self.plan.wrap_after:
+            target = self.plan.wrap_target
+            nodes.append(cst.parse_statement(f"{target} = {self.names.ddp}({target}, device_ids=[{self.names.local_rank}] "
+                                             f"if {self.available} else None)\n"))
+        return cst.FlattenSentinel(nodes)
 
     def _contains(self, stmt: cst.CSTNode, node_id: int) -> bool:
         return any(id(n) == node_id for n in _walk(stmt))
@@ -130,14 +137,6 @@ class ApplyPlan(cst.CSTTransformer):
             else:
                 out.append(stmt)
         return out
-
-    def leave_For(self, original: cst.For, updated: cst.For) -> Union[cst.BaseStatement, cst.FlattenSentinel]:
-        if id(original) not in self.epochs:
-            return updated
-        loader, epoch = self.epochs[id(original)]
-        call = cst.parse_statement(f"{loader}.sampler.set_epoch({epoch})\n")
-        call = call.with_changes(leading_lines=updated.leading_lines)
-        return cst.FlattenSentinel([call, updated.with_changes(leading_lines=())])
 
     def leave_If(self, original: cst.If, updated: cst.If) -> cst.If:
         if original is self.main_block:

@@ -161,8 +161,9 @@ class FileIndex:
             and not self.bindings(name, scope) \
             and any(isinstance(n, cst.Name) and n.value == name for n in _own_nodes(scope))
 
-    def call_sites(self, function: cst.FunctionDef) -> list[cst.Call]:
-        """Calls of a same-file function (``f(...)``), method (``self.f(...)``) or class (its ``__init__``)."""
+    def call_sites(self, function: cst.FunctionDef, loose: bool = False) -> list[cst.Call]:
+        """Calls of a same-file function (``f(...)``), method (``self.f(...)``) or class (its ``__init__``);
+        ``loose``: a method also through any object (``Trainer(...).fit()``), where a stray match costs little."""
         cls = self.class_of(function)
         name = function.name.value
         sites = []
@@ -175,7 +176,8 @@ class FileIndex:
             elif cls is not None and name == "__init__" and isinstance(callee, cst.Name) \
                     and callee.value == cls.name.value:
                 sites.append(node)
-            elif cls is not None and _is_self_attr(callee, name):
+            elif cls is not None and (_is_self_attr(callee, name) or (
+                    loose and isinstance(callee, cst.Attribute) and callee.attr.value == name)):
                 sites.append(node)
         return sites
 

@@ -58,7 +58,7 @@ class Plan:
     wrap_target: str  # "model" or "self.model"
     receivers: list[Receiver]
     train_loaders: list[cst.Call]
-    set_epochs: list[tuple[cst.For, str, str]]  # loop, loader code, epoch code
+    set_epochs: list[tuple[cst.BaseStatement, str, str]]  # the loop (or the call of its function), loader, epoch
     eval_loaders: int
     guards: list[cst.SimpleStatementLine]
     loads: list[cst.Call]
@@ -92,9 +92,12 @@ def make_plan(module: cst.Module) -> Plan:
             if call not in train_loaders:
                 train_loaders.append(call)
         epoch = _epoch_of(index, loop)
+        at_calls = _epoch_at_call_sites(index, loop, loader) if epoch is None else []
         if epoch is not None:
             set_epochs.append((loop, _code(loader), epoch))
-        elif any(_shuffles(call) for call in calls):
+        elif at_calls:
+            set_epochs.extend(at_calls)
+        elif any(_shuffles(call) for call in calls) and _repeated(index, loop):
             raise Refusal(f"the shuffled loader `{_code(loader)}` is iterated outside an epoch loop: "
                           "there is no epoch number to give DistributedSampler.set_epoch")
     all_loaders = [node for node in preorder(module) if isinstance(node, cst.Call) and _is_loader_call(index, node)]
@@ -274,6 +277,10 @@ def _wrap_for(index: FileIndex, expr: cst.BaseExpression, scope: Scope, use: cst
         if len(found) != 1:
             raise Refusal(f"the model `{name}` of `{scope.name.value}` comes from {len(found) or 'no'} places")
         stmt, target, receivers = next(iter(found.values()))
+        return stmt, target, receivers + [Receiver(scope, name)]
+    outer = index.scope_of(scope) if isinstance(scope, cst.FunctionDef) else None
+    if isinstance(outer, cst.FunctionDef):  # a closure: the enclosing function's name
+        stmt, target, receivers = _wrap_for(index, expr, outer, scope, depth + 1)
         return stmt, target, receivers + [Receiver(scope, name)]
     if isinstance(scope, cst.FunctionDef):  # a global the function reads
         module_bindings = index.bindings(name, index.module)
@@ -499,7 +506,37 @@ def _shuffles(call: cst.Call) -> bool:
     return shuffle is not None and not (isinstance(shuffle, cst.Name) and shuffle.value == "False")
 
 
-def _epoch_of(index: FileIndex, loop: cst.For) -> Optional[str]:
+def _epoch_at_call_sites(index: FileIndex, loop: cst.For, loader: cst.BaseExpression) -> list:
+    """``def train(model, loader): for x, y in loader: ...`` called in ``for epoch in ...: train(m, dl)``:
+    ``dl.sampler.set_epoch(epoch)`` before each call, when every call is in such a loop."""
+    scope = index.scope_of(loop)
+    if not isinstance(loader, cst.Name) or not index.is_parameter(loader.value, scope):
+        return []
+    found = []
+    for site in index.call_sites(scope):
+        argument = index.argument_for(site, scope, loader.value)
+        stmt = index.statement_of(site)
+        epoch = _epoch_of(index, stmt) if stmt is not None else None
+        if not isinstance(argument, (cst.Name, cst.Attribute)) or epoch is None \
+                or not isinstance(index.parent(stmt), (cst.IndentedBlock, cst.Module)):
+            return []
+        found.append((stmt, _code(argument), epoch))
+    return found
+
+
+def _repeated(index: FileIndex, loop: cst.For, depth: int = 0) -> bool:
+    """The pass runs more than once: in a loop, or in a function called in one (or from unknown places).
+    One pass needs no set_epoch: the sampler's epoch 0 is a shuffle of its own."""
+    for up in index.ancestors(loop):
+        if isinstance(up, (cst.For, cst.While)):
+            return True
+        if isinstance(up, cst.FunctionDef):
+            sites = index.call_sites(up, loose=True)
+            return depth > 3 or not sites or any(_repeated(index, site, depth + 1) for site in sites)
+    return False
+
+
+def _epoch_of(index: FileIndex, loop: cst.CSTNode) -> Optional[str]:
     for up in index.ancestors(loop):
         if isinstance(up, (cst.FunctionDef, cst.Module)):
             if isinstance(up, cst.FunctionDef):
