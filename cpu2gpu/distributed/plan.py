@@ -14,7 +14,7 @@ from typing import Optional
 import libcst as cst
 
 from ..imports import dotted
-from .index import Binding, FileIndex, Scope, own_nodes, preorder
+from .index import FileIndex, Scope, own_nodes, preorder
 
 # Attributes that mean the same on the DDP wrapper and on the model: everything else (state_dict,
 # load_state_dict, custom methods, sub-layers) goes through ``.module``.
@@ -208,7 +208,7 @@ def _parameters_owner(params: Optional[cst.BaseExpression]) -> Optional[str]:
 # -- the model and where it becomes the wrapper -------------------------------------------------
 
 
-def _has_backward(index: FileIndex, scope: Scope, depth: int = 2) -> bool:
+def _has_backward(index: FileIndex, scope: Scope) -> bool:
     for node in own_nodes(scope):
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
             if node.func.attr.value == "backward":
