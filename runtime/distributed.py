@@ -23,17 +23,14 @@ import glob
 import json
 import math
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 from . import compare as cmp
 from . import progress
-from .environment import child_environment
-from .runner import RunSpec, _failed_result, _tail, changed_originals, choose_root, copy_tree
+from .runner import RunSpec, Sandbox, _failed_result
 
 DEVICES = ("auto", "cpu", "cuda")  # --nproc runs on the CPU (gloo), or on N CUDA GPUs, one per rank
 # Trend tolerance of the loss agreement with the original (--rtol overrides it): the mean loss of
@@ -97,58 +94,34 @@ def run(spec: RunSpec, *, max_steps=None, seed=0, timeout=600.0, cwd=None, keep=
         threads=None, synthetic_data=False, clean_env=False, env_allow=(), on_progress=None) -> dict:
     """Run spec.script under torchrun with spec.nproc ranks; return the merged result."""
     nproc = spec.nproc
-    cwd = os.path.abspath(cwd or os.getcwd())
-    script = os.path.abspath(spec.script)
-    root = choose_root(script, cwd)
-    tmp = tempfile.mkdtemp(prefix="cpu2gpu-verify-ddp-")
-    work = os.path.join(tmp, "work", os.path.basename(root) or "root")
-    linked = copy_tree(root, work)
-    run_script = os.path.join(work, os.path.relpath(script, root))
-    in_root = cwd == root or cwd.startswith(root + os.sep)
-    run_cwd = os.path.join(work, os.path.relpath(cwd, root)) if in_root else os.path.dirname(run_script)
-    result_path = os.path.join(tmp, "result.json")
-    out_path, err_path = os.path.join(tmp, "stdout.txt"), os.path.join(tmp, "stderr.txt")
-    progress_path = os.path.join(tmp, "progress.jsonl")
-
+    box = Sandbox.make(spec.script, cwd, "cpu2gpu-verify-ddp-")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
-           "--max-restarts", "0", "--module", "cpu2gpu.runtime",
-           "--mode", spec.mode, "--distributed", "--result", result_path, "--seed", str(seed),
-           "--workdir", work, "--orig-root", root, "--display-base", cwd]
-    if max_steps is not None:
-        cmd += ["--max-steps", str(max_steps)]
-    if synthetic_data:
-        cmd.append("--synthetic-data")
-    if on_progress is not None:
-        cmd += ["--progress", progress_path]
-    cmd += ["--", run_script, *spec.args]
-    env = child_environment(os.environ, clean_env, env_allow, home=os.path.join(tmp, "home"))
-    env.setdefault("PYTHONHASHSEED", "0")
-    env["PYTHONUNBUFFERED"] = "1"
-    if spec.mode == "cpu":
-        env["CUDA_VISIBLE_DEVICES"] = ""  # the fallback: no GPU to be seen, so the script takes gloo
+           "--max-restarts", "0", "--module", "cpu2gpu.runtime", "--distributed",
+           *box.child_args(spec, seed, max_steps, synthetic_data, on_progress is not None)]
+    env = box.child_env(spec, clean_env, env_allow)  # on the CPU no GPU is seen, so the script takes gloo
     # The ranks share the cores this run was given (torchrun would otherwise set 1 and warn).
     env.setdefault("OMP_NUM_THREADS", str(max(1, (threads or os.cpu_count() or 1) // nproc)))
 
     t0 = time.perf_counter()
     timed_out = False
-    with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        proc = subprocess.Popen(cmd, cwd=run_cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+    with open(box.stdout, "wb") as out, open(box.stderr, "wb") as err:
+        proc = subprocess.Popen(cmd, cwd=box.run_cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                 start_new_session=True)
         try:
             if on_progress is None:
                 proc.wait(timeout=timeout)
             else:  # rank 0 speaks for the run
-                progress.follow(proc, progress_path + ".rank0", timeout, on_progress)
+                progress.follow(proc, box.progress + ".rank0", timeout, on_progress)
         except subprocess.TimeoutExpired:
             timed_out = True
-            _stop(proc, result_path)
+            _stop(proc, box.result)
         else:
-            _reap(proc, result_path)
+            _reap(proc, box.result)
     wall = time.perf_counter() - t0
 
     ranks = []
     for r in range(nproc):
-        path = f"{result_path}.rank{r}"
+        path = f"{box.result}.rank{r}"
         res = None
         if os.path.exists(path):
             try:
@@ -161,28 +134,9 @@ def run(spec: RunSpec, *, max_steps=None, seed=0, timeout=600.0, cwd=None, keep=
             res = _failed_result(spec, "crashed", f"rank {r} exited without a result")
             res["finished_at"] = None
         ranks.append(res)
-    stdout_tail, stderr_tail = _tail(out_path), _tail(err_path)
     result = merge(spec, ranks, timed_out=timed_out, timeout=timeout, returncode=proc.returncode)
-    touched = changed_originals(linked)
-    if touched:  # as runner.run: a native writer the sandbox does not see
-        result["status"] = "wrote-originals"
-        result["exception"] = {"type": "WroteOriginals", "file": None, "line": None, "source": None,
-                               "traceback": "", "message": "the run changed files of the original folder: "
-                               + ", ".join(touched)}
-        result["diagnosis"] = {"cause": "the run wrote into the original folder through a link: "
-                               + ", ".join(touched), "rule": None, "rule_name": None, "where": None}
-    result["wall_seconds"] = wall
     result["distributed"]["wall_seconds"] = wall
-    result["returncode"] = proc.returncode
-    result["stdout_tail"] = stdout_tail
-    result["stderr_tail"] = stderr_tail
-    if show_output:
-        sys.stderr.write(f"--- output of {spec.label} (torchrun, {nproc} ranks) ---\n{stdout_tail}{stderr_tail}")
-    if keep:
-        result["workdir"] = tmp
-    else:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return result
+    return box.finish(result, proc, wall, show_output, keep, f"{spec.label} (torchrun, {nproc} ranks)")
 
 
 def _rank_pids(result_path: str) -> list:

@@ -155,38 +155,90 @@ def _failed_result(spec: RunSpec, status: str, message: str) -> dict:
     }
 
 
+@dataclass
+class Sandbox:
+    """One run's copy of the script's folder, and the files its child writes beside it."""
+
+    cwd: str  # the user's
+    root: str  # the folder copied
+    tmp: str
+    work: str  # the copy
+    linked: list  # files linked, not copied (checked after the run)
+    script: str  # the script in the copy
+    run_cwd: str
+    result: str
+    stdout: str
+    stderr: str
+    progress: str
+
+    @classmethod
+    def make(cls, script: str, cwd, prefix: str) -> "Sandbox":
+        cwd = os.path.abspath(cwd or os.getcwd())
+        script = os.path.abspath(script)
+        root = choose_root(script, cwd)
+        tmp = tempfile.mkdtemp(prefix=prefix)
+        work = os.path.join(tmp, "work", os.path.basename(root) or "root")
+        linked = copy_tree(root, work)
+        run_script = os.path.join(work, os.path.relpath(script, root))
+        in_root = cwd == root or cwd.startswith(root + os.sep)
+        run_cwd = os.path.join(work, os.path.relpath(cwd, root)) if in_root else os.path.dirname(run_script)
+        return cls(cwd, root, tmp, work, linked, run_script, run_cwd, os.path.join(tmp, "result.json"),
+                   os.path.join(tmp, "stdout.txt"), os.path.join(tmp, "stderr.txt"), os.path.join(tmp, "progress.jsonl"))
+
+    def child_args(self, spec: RunSpec, seed: int, max_steps, synthetic_data: bool, progress: bool) -> list:
+        """The instrumented child's arguments, up to and with the script and its own arguments."""
+        args = ["--mode", spec.mode, "--result", self.result, "--seed", str(seed), "--workdir", self.work,
+                "--orig-root", self.root, "--display-base", self.cwd]
+        if max_steps is not None:
+            args += ["--max-steps", str(max_steps)]
+        if synthetic_data:
+            args.append("--synthetic-data")
+        if progress:
+            args += ["--progress", self.progress]
+        return args + ["--", self.script, *spec.args]
+
+    def child_env(self, spec: RunSpec, clean_env: bool, env_allow) -> dict:
+        env = child_environment(os.environ, clean_env, env_allow, home=os.path.join(self.tmp, "home"))
+        env.setdefault("PYTHONHASHSEED", "0")  # same set/dict orders in every run
+        env["PYTHONUNBUFFERED"] = "1"
+        if spec.mode == "cpu":
+            env["CUDA_VISIBLE_DEVICES"] = ""  # the fallback: no GPU to be seen
+        return env
+
+    def finish(self, result: dict, proc: subprocess.Popen, wall: float, show_output: bool, keep: bool,
+               title: str) -> dict:
+        """What every run's result carries: a write through a link to the originals (a fail), the
+        output tails, the wall time; the copy removed unless kept."""
+        touched = changed_originals(self.linked)
+        if touched:  # a native writer the sandbox does not see: fail loudly, never pass
+            result["status"] = "wrote-originals"
+            result["exception"] = {"type": "WroteOriginals", "file": None, "line": None, "source": None,
+                                   "traceback": "", "message": "the run changed files of the original folder: "
+                                   + ", ".join(touched)}
+            result["diagnosis"] = {"cause": "the run wrote into the original folder through a link: "
+                                   + ", ".join(touched), "rule": None, "rule_name": None, "where": None}
+        result["wall_seconds"] = wall
+        result["returncode"] = proc.returncode
+        result["stdout_tail"] = _tail(self.stdout)
+        result["stderr_tail"] = _tail(self.stderr)
+        if show_output:
+            sys.stderr.write(f"--- output of {title} ---\n{result['stdout_tail']}{result['stderr_tail']}")
+        if keep:
+            result["workdir"] = self.tmp
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        return result
+
+
 def run(spec: RunSpec, *, max_steps=None, seed=0, timeout=600.0, cwd=None, keep=False,
         show_output=False, threads=None, synthetic_data=False, clean_env=False, env_allow=(),
         on_progress=None) -> dict:
     """Run one script in a fresh child process; return its result dict.
     on_progress(line) gets the child's progress lines ({"steps", "loss"}) while it runs."""
-    cwd = os.path.abspath(cwd or os.getcwd())
-    script = os.path.abspath(spec.script)
-    root = choose_root(script, cwd)
-    tmp = tempfile.mkdtemp(prefix="cpu2gpu-verify-")
-    work = os.path.join(tmp, "work", os.path.basename(root) or "root")
-    linked = copy_tree(root, work)
-    run_script = os.path.join(work, os.path.relpath(script, root))
-    in_root = cwd == root or cwd.startswith(root + os.sep)
-    run_cwd = os.path.join(work, os.path.relpath(cwd, root)) if in_root else os.path.dirname(run_script)
-    result_path = os.path.join(tmp, "result.json")
-    out_path, err_path = os.path.join(tmp, "stdout.txt"), os.path.join(tmp, "stderr.txt")
-
-    cmd = [sys.executable, "-m", "cpu2gpu.runtime", "--mode", spec.mode, "--result", result_path,
-           "--seed", str(seed), "--workdir", work, "--orig-root", root, "--display-base", cwd]
-    if max_steps is not None:
-        cmd += ["--max-steps", str(max_steps)]
-    if synthetic_data:
-        cmd.append("--synthetic-data")
-    progress_path = os.path.join(tmp, "progress.jsonl")
-    if on_progress is not None:
-        cmd += ["--progress", progress_path]
-    cmd += ["--", run_script, *spec.args]
-    env = child_environment(os.environ, clean_env, env_allow, home=os.path.join(tmp, "home"))
-    env.setdefault("PYTHONHASHSEED", "0")  # same set/dict orders in every run
-    env["PYTHONUNBUFFERED"] = "1"
-    if spec.mode == "cpu":
-        env["CUDA_VISIBLE_DEVICES"] = ""  # the fallback: no GPU to be seen
+    box = Sandbox.make(spec.script, cwd, "cpu2gpu-verify-")
+    cmd = [sys.executable, "-m", "cpu2gpu.runtime",
+           *box.child_args(spec, seed, max_steps, synthetic_data, on_progress is not None)]
+    env = box.child_env(spec, clean_env, env_allow)
     if threads:
         # Runs side by side share the cores; every run of one verification
         # gets the same count, so that they compute the same sums.
@@ -194,14 +246,14 @@ def run(spec: RunSpec, *, max_steps=None, seed=0, timeout=600.0, cwd=None, keep=
 
     t0 = time.perf_counter()
     timed_out = False
-    with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        proc = subprocess.Popen(cmd, cwd=run_cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+    with open(box.stdout, "wb") as out, open(box.stderr, "wb") as err:
+        proc = subprocess.Popen(cmd, cwd=box.run_cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=err, start_new_session=True)
         try:
             if on_progress is None:
                 proc.wait(timeout=timeout)
             else:
-                progress.follow(proc, progress_path, timeout, on_progress)
+                progress.follow(proc, box.progress, timeout, on_progress)
         except subprocess.TimeoutExpired:
             timed_out = True
             _stop(proc)
@@ -210,8 +262,8 @@ def run(spec: RunSpec, *, max_steps=None, seed=0, timeout=600.0, cwd=None, keep=
     wall = time.perf_counter() - t0
 
     result = None
-    if os.path.exists(result_path):
-        with open(result_path) as f:
+    if os.path.exists(box.result):
+        with open(box.result) as f:
             result = json.load(f)
     if timed_out:
         where = None
@@ -228,25 +280,7 @@ def run(spec: RunSpec, *, max_steps=None, seed=0, timeout=600.0, cwd=None, keep=
     elif result is None:
         result = _failed_result(spec, "crashed", f"the child exited with code {proc.returncode} "
                                                  f"without a result")
-    touched = changed_originals(linked)
-    if touched:  # a native writer the sandbox does not see: fail loudly, never pass
-        result["status"] = "wrote-originals"
-        result["exception"] = {"type": "WroteOriginals", "file": None, "line": None, "source": None,
-                               "traceback": "", "message": "the run changed files of the original folder: "
-                               + ", ".join(touched)}
-        result["diagnosis"] = {"cause": "the run wrote into the original folder through a link: "
-                               + ", ".join(touched), "rule": None, "rule_name": None, "where": None}
-    result["wall_seconds"] = wall
-    result["returncode"] = proc.returncode
-    result["stdout_tail"] = _tail(out_path)
-    result["stderr_tail"] = _tail(err_path)
-    if show_output:
-        sys.stderr.write(f"--- output of {spec.label} ---\n{result['stdout_tail']}{result['stderr_tail']}")
-    if keep:
-        result["workdir"] = tmp
-    else:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return result
+    return box.finish(result, proc, wall, show_output, keep, spec.label)
 
 
 def _reap(proc: subprocess.Popen) -> None:
