@@ -20,6 +20,7 @@ import libcst as cst
 
 from . import torchapi as api
 from .devicecode import keyword_value
+from .distributed.index import ParentLinks
 from .imports import dotted
 
 DDP_CLASSES = frozenset({"torch.nn.parallel.DistributedDataParallel",
@@ -90,7 +91,7 @@ def code_of(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
 
 
-class DdpReading:
+class DdpReading(ParentLinks):
     """What the CG4xx rules read of one distributed file, computed once (``reading(ctx)``)."""
 
     def __init__(self, module: cst.Module, imports) -> None:
@@ -152,16 +153,7 @@ class DdpReading:
             if found is not None:
                 yield call, found[0], found[1]
 
-    # -- where a node is ------------------------------------------------------------------
-
-    def parent(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
-        return self.parents.get(id(node))
-
-    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-        current = self.parent(node)
-        while current is not None:
-            yield current
-            current = self.parent(current)
+    # -- where a node is (parent(), ancestors(): ParentLinks) --------------------------------
 
     def statement_of(self, node: cst.CSTNode) -> cst.CSTNode:
         """The statement (a line, or a compound statement's header) that holds ``node``."""

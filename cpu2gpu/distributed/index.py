@@ -28,8 +28,23 @@ class Binding:
     value: cst.BaseExpression
 
 
+class ParentLinks:
+    """``parent()`` and ``ancestors()`` over ``parents``, a map from id(node) to its parent node."""
+
+    parents: dict
+
+    def parent(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        return self.parents.get(id(node))
+
+    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        current = self.parent(node)
+        while current is not None:
+            yield current
+            current = self.parent(current)
+
+
 @dataclass
-class FileIndex:
+class FileIndex(ParentLinks):
     module: cst.Module
     imports: ImportTable = field(default_factory=ImportTable)
     parents: dict = field(default_factory=dict)  # id(node) -> parent node
@@ -68,15 +83,6 @@ class FileIndex:
             stack.extend((child, current) for child in current.children)
 
     # -- navigation ---------------------------------------------------------------------------
-
-    def parent(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
-        return self.parents.get(id(node))
-
-    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-        current = self.parent(node)
-        while current is not None:
-            yield current
-            current = self.parent(current)
 
     def scope_of(self, node: cst.CSTNode) -> Scope:
         for up in self.ancestors(node):
@@ -129,28 +135,11 @@ class FileIndex:
 
     def bindings(self, name: str, scope: Scope) -> list[Binding]:
         """``name = value`` statements in ``scope`` (not in functions nested in it), in order."""
-        found = []
-        for node in _own_nodes(scope):
-            if isinstance(node, cst.SimpleStatementLine):
-                for small in node.body:
-                    if isinstance(small, cst.Assign) and len(small.targets) == 1 \
-                            and _is_name(small.targets[0].target, name):
-                        found.append(Binding(scope, node, small.value))
-                    elif isinstance(small, cst.AnnAssign) and small.value is not None and _is_name(small.target, name):
-                        found.append(Binding(scope, node, small.value))
-        return found
+        return list(_assignments(scope, lambda target: _is_name(target, name)))
 
     def self_bindings(self, cls: cst.ClassDef, attr: str) -> list[Binding]:
         """``self.attr = value`` in the methods of ``cls``."""
-        found = []
-        for method in _methods(cls):
-            for node in _own_nodes(method):
-                if isinstance(node, cst.SimpleStatementLine):
-                    for small in node.body:
-                        if isinstance(small, cst.Assign) and len(small.targets) == 1 \
-                                and _is_self_attr(small.targets[0].target, attr):
-                            found.append(Binding(method, node, small.value))
-        return found
+        return [b for method in _methods(cls) for b in _assignments(method, lambda target: _is_self_attr(target, attr))]
 
     def is_parameter(self, name: str, scope: Scope) -> bool:
         return isinstance(scope, cst.FunctionDef) and name in _parameter_names(scope)
@@ -198,6 +187,18 @@ class FileIndex:
 
     def returns(self, function: cst.FunctionDef) -> list[cst.BaseExpression]:
         return [node.value for node in _own_nodes(function) if isinstance(node, cst.Return) and node.value is not None]
+
+
+def _assignments(scope: Scope, matches) -> Iterator[Binding]:
+    """``target = value`` and ``target: T = value`` lines of a scope whose one target ``matches``."""
+    for node in _own_nodes(scope):
+        if not isinstance(node, cst.SimpleStatementLine):
+            continue
+        for small in node.body:
+            if isinstance(small, cst.Assign) and len(small.targets) == 1 and matches(small.targets[0].target):
+                yield Binding(scope, node, small.value)
+            elif isinstance(small, cst.AnnAssign) and small.value is not None and matches(small.target):
+                yield Binding(scope, node, small.value)
 
 
 def _preorder(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
