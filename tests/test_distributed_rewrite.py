@@ -214,3 +214,12 @@ def test_a_model_moved_under_a_gpu_flag_is_wrapped_after_the_if(tmp_path):
             "if torch.cuda.is_available() else None)\n") in text
     assert "use_gpu = torch.cuda.is_available()\n" in text  # the flag stays a flag
     assert "torch.save(model.module.state_dict(), 'm.pt')" in text
+
+
+def test_a_device_pinned_to_gpu_0_becomes_each_ranks_gpu(tmp_path):
+    source = (DDP_FIXTURES / "cnn.py").read_text().replace(
+        "torch.manual_seed(0)", "device = torch.device('cuda:0' if torch.cuda.is_available() else 'cpu')\ntorch.manual_seed(0)")
+    result, text = _rewrite(tmp_path, "cnn.py", source, "--distributed", "ddp")
+    assert result.exit_code == 0, result.output
+    assert "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')" in text
+    assert "not GPU 0 for all" in result.output

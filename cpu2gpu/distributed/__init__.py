@@ -64,6 +64,8 @@ def _summary(plan, apply: ApplyPlan, accelerator: bool) -> list[str]:
                      "printed on rank 0")
     if plan.guards:
         lines.append(f"{len(plan.guards)} print/log/save line(s) run on rank 0 only")
+    if plan.pinned:
+        lines.append('"cuda:0" in the device line made "cuda": each rank\'s own GPU, not GPU 0 for all')
     if plan.mkdirs:
         lines.append(f"{len(plan.mkdirs)} os.mkdir made os.makedirs(..., exist_ok=True): every rank runs it at once")
     if plan.loads:

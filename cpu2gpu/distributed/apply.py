@@ -77,6 +77,7 @@ class ApplyPlan(cst.CSTTransformer):
         self.setup = [cst.parse_statement(line + "\n") for line in setup_lines(names, torch_name, accelerator)]
         self.available = f"{torch_name}.{'accelerator' if accelerator else 'cuda'}.is_available()"
         self.mkdirs = {id(call) for call in plan.mkdirs}
+        self.pinned = {id(string) for string in plan.pinned}
         self.guards = {id(stmt) for stmt in plan.guards}
         self.loaders = {id(call) for call in plan.train_loaders}
         self.loads = {id(call) for call in plan.loads}
@@ -177,6 +178,12 @@ class ApplyPlan(cst.CSTTransformer):
             made = cst.parse_expression(f"{self.names.os}.makedirs({_code(updated.args[0].value)}, exist_ok=True)")
             return made
         return updated
+
+    def leave_SimpleString(self, original: cst.SimpleString, updated: cst.SimpleString) -> cst.SimpleString:
+        if id(original) not in self.pinned:
+            return updated
+        quote = updated.quote
+        return updated.with_changes(value=updated.prefix + quote + "cuda" + quote)  # this rank's GPU
 
     def _shard(self, original: cst.Call, updated: cst.Call) -> cst.Call:
         bound = self.dataset_names.get(id(original))

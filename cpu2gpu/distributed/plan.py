@@ -8,6 +8,7 @@ migration cannot follow with certainty is a refusal with its reason, never half 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -65,6 +66,7 @@ class Plan:
     divided_batches: set = field(default_factory=set)  # ids of the loaders whose batch size is divided
     kept_batches: list[str] = field(default_factory=list)  # batch sizes the code reads elsewhere: kept per rank
     mkdirs: list[cst.Call] = field(default_factory=list)  # os.mkdir: made race-free (exist_ok)
+    pinned: list[cst.SimpleString] = field(default_factory=list)  # "cuda:0" in the device line -> "cuda"
 
 
 def refusal_of(module: cst.Module) -> None:
@@ -107,7 +109,7 @@ def make_plan(module: cst.Module) -> Plan:
     divided, kept = _batch_division(index, train_loaders)
     mkdirs = [node for node in preorder(module) if isinstance(node, cst.Call) and _qualified(index, node.func) == "os.mkdir"]
     return Plan(index, device_name, wrap_after, wrap_target, receivers, train_loaders, set_epochs,
-                len(all_loaders) - len(train_loaders), guards, loads, divided, kept, mkdirs)
+                len(all_loaders) - len(train_loaders), guards, loads, divided, kept, mkdirs, pinned_gpus(index))
 
 
 # -- refusals ---------------------------------------------------------------------------------
@@ -127,17 +129,32 @@ def _refuse_distributed(index: FileIndex) -> None:
                 raise Refusal(f"the script is already distributed ({_qualify(index, name)})")
 
 
-def _device_variable(index: FileIndex) -> Optional[str]:
-    """The name the script's device is bound to (``device = torch.device(... is_available() ...)``), if any.
-    It needs no change: once each process has set its own GPU current, "cuda" is that GPU."""
+def _device_line(index: FileIndex) -> Optional[cst.SimpleStatementLine]:
+    """The line that binds the script's device (``device = torch.device(... is_available() ...)``), if any."""
     for node in preorder(index.module):
         if isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1 and isinstance(node.body[0], cst.Assign):
             assign = node.body[0]
             target = assign.targets[0].target if len(assign.targets) == 1 else None
             code = _code(assign.value)
             if isinstance(target, cst.Name) and "is_available()" in code and "device(" in code:
-                return target.value
+                return node
     return None
+
+
+def _device_variable(index: FileIndex) -> Optional[str]:
+    """The script's device name. Its line needs no change: once each process has set its own GPU
+    current, "cuda" is that GPU (a "cuda:0" in it is made "cuda": see pinned_gpus)."""
+    line = _device_line(index)
+    return line.body[0].targets[0].target.value if line is not None else None
+
+
+def pinned_gpus(index: FileIndex) -> list[cst.SimpleString]:
+    """``"cuda:0"`` in the device line: every rank would use GPU 0."""
+    line = _device_line(index)
+    if line is None:
+        return []
+    return [node for node in preorder(line) if isinstance(node, cst.SimpleString)
+            and re.fullmatch(r"cuda:\d+", node.evaluated_value or "")]
 
 
 def _batch_division(index: FileIndex, loaders: list[cst.Call]) -> tuple[set, list[str]]:
