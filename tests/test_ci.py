@@ -17,3 +17,14 @@ def test_ci_runs_the_readmes_test_command_with_both_tiers():
     assert test_command in [line for block in blocks for line in block.splitlines()], test_command
     runs = re.findall(r"-m pytest [^&;|]*", test_command)
     assert len(runs) == 2 and "-m slow" not in runs[0] and runs[1].rstrip().endswith("-m slow"), runs
+
+
+def test_every_package_folder_is_in_the_distribution():
+    """A folder of cpu2gpu/ left out of [tool.setuptools] packages is missing from a regular install
+    (pre-commit's, pip's) while an editable one still works: list them all."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {"cpu2gpu"} | {"cpu2gpu." + init.parent.name for init in (ROOT / "cpu2gpu").glob("*/__init__.py")}
+    found |= {"cpu2gpu.runtime"} if (ROOT / "runtime" / "__init__.py").exists() else set()
+    assert found == listed
