@@ -256,7 +256,7 @@ def check(paths: tuple[str, ...], output_format: str, output_file: Optional[str]
     paths = paths or (".",)
     settings = _settings([stdin_filename] if stdin and stdin_filename else paths)
     _apply_style(settings, device_style, stdin, stdin_filename, paths)
-    if distributed or settings.distributed:
+    if distributed:  # (distributed in [tool.cpu2gpu] selects it already)
         settings.extend_select = [*settings.extend_select, "CG400"]  # what the DDP migration needs
     rules = _rules(settings, select, ignore)
     if unsafe_fixes is None:

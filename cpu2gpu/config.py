@@ -97,7 +97,10 @@ def load_settings(start: Path) -> Settings:
         check_patterns(exclude)
     except PatternError as error:
         raise ConfigError(f"{path}: [tool.cpu2gpu] {error}") from None
-    return Settings(strings("select"), strings("ignore"), strings("extend_select"), exclude,
+    extend_select = strings("extend_select")
+    if distributed is not None:  # check (and the editor) say what the DDP migration needs: CG400
+        extend_select = [*extend_select, "CG400"]
+    return Settings(strings("select"), strings("ignore"), extend_select, exclude,
                     unsafe, expression, str(path), style, distributed)
 
 

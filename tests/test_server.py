@@ -223,6 +223,15 @@ async def test_the_fixes_use_the_configured_device_style(client: LanguageClient,
 
 
 @pytest.mark.asyncio
+async def test_the_ddp_migration_needs_show_where_the_project_asks_for_them(client: LanguageClient, tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.cpu2gpu]\ndistributed = "ddp"\n')
+    script = (Path(__file__).parent.parent / "fixtures" / "distributed" / "cnn.py").read_text()
+    docs = Documents(client)
+    uri = docs.open(tmp_path / "train.py", script)
+    assert "CG400" in codes(await diagnostics(client, uri, 1))
+
+
+@pytest.mark.asyncio
 async def test_a_broken_pyproject_is_reported_on_the_file(client: LanguageClient, tmp_path):
     (tmp_path / "pyproject.toml").write_text('[tool.cpu2gpu]\nselect = 3\n')
     docs = Documents(client)
