@@ -20,7 +20,7 @@ import libcst as cst
 
 from . import torchapi as api
 from .devicecode import keyword_value
-from .distributed.index import ParentLinks
+from .distributed.index import TreeLinks, preorder as walk
 from .imports import dotted
 
 DDP_CLASSES = frozenset({"torch.nn.parallel.DistributedDataParallel",
@@ -55,15 +55,6 @@ def is_distributed(module: cst.Module, imports) -> bool:
                for node in walk(module))
 
 
-def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """Every node under ``node`` (itself first), in source order."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(reversed(current.children))
-
-
 def words(node: cst.CSTNode) -> Iterator[str]:
     """The names, attribute names and string contents in an expression."""
     for current in walk(node):
@@ -87,11 +78,7 @@ def is_rank_guard(test: cst.BaseExpression) -> bool:
     return any(_GUARD.search(word) for word in words(test) if "__main__" not in word)
 
 
-def code_of(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
-
-
-class DdpReading(ParentLinks):
+class DdpReading(TreeLinks):
     """What the CG4xx rules read of one distributed file, computed once (``reading(ctx)``)."""
 
     def __init__(self, module: cst.Module, imports) -> None:
@@ -153,7 +140,7 @@ class DdpReading(ParentLinks):
             if found is not None:
                 yield call, found[0], found[1]
 
-    # -- where a node is (parent(), ancestors(): ParentLinks) --------------------------------
+    # -- where a node is (parent(), ancestors(), before(): TreeLinks) -----------------------
 
     def statement_of(self, node: cst.CSTNode) -> cst.CSTNode:
         """The statement (a line, or a compound statement's header) that holds ``node``."""
@@ -168,17 +155,6 @@ class DdpReading(ParentLinks):
 
     def inside(self, node: cst.CSTNode, outer: cst.CSTNode) -> bool:
         return node is outer or any(a is outer for a in self.ancestors(node))
-
-    def before(self, first: cst.CSTNode, second: cst.CSTNode) -> bool:
-        """Whether ``first`` comes before ``second`` in the file (both nodes of this module)."""
-        return self._order().get(id(first), -1) < self._order().get(id(second), -1)
-
-    _positions: Optional[dict[int, int]] = None
-
-    def _order(self) -> dict[int, int]:
-        if self._positions is None:
-            self._positions = {id(node): index for index, node in enumerate(walk(self.module))}
-        return self._positions
 
     def last_binding(self, name: str, at: cst.CSTNode) -> Optional[tuple[cst.BaseExpression, cst.CSTNode]]:
         """The last assignment to ``name`` before ``at`` in the function that holds ``at``, else the

@@ -7,7 +7,8 @@ from typing import Optional, Sequence, Union
 
 import libcst as cst
 
-from .index import FileIndex
+from ..classdefs import walk
+from .index import FileIndex, code_of
 from .plan import SAFE_ON_WRAPPER, Plan, dataset_argument, is_wrapper
 
 
@@ -96,7 +97,7 @@ class ApplyPlan(cst.CSTTransformer):
         out: list[cst.BaseStatement] = []
         for call_id, (name, value) in list(self.bound_datasets.items()):
             if self._contains(original, call_id):
-                out.append(cst.parse_statement(f"{name} = {_code(value)}\n"))
+                out.append(cst.parse_statement(f"{name} = {code_of(value)}\n"))
                 del self.bound_datasets[call_id]
         if id(original) in self.guards:
             body = updated.with_changes(leading_lines=())
@@ -123,7 +124,7 @@ class ApplyPlan(cst.CSTTransformer):
         return cst.FlattenSentinel(nodes)
 
     def _contains(self, stmt: cst.CSTNode, node_id: int) -> bool:
-        return any(id(n) == node_id for n in _walk(stmt))
+        return any(id(n) == node_id for n in walk(stmt))
 
     def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
         return updated.with_changes(body=self._merge_guards(updated.body))
@@ -175,7 +176,7 @@ class ApplyPlan(cst.CSTTransformer):
             return _with_keyword(updated, "map_location", cst.Name(self.plan.device_name), keep=("cpu",))
         if id(original) in self.mkdirs and len(updated.args) == 1:
             # `if not exists: os.mkdir(d)` on every rank at once: one of them finds it made
-            made = cst.parse_expression(f"{self.names.os}.makedirs({_code(updated.args[0].value)}, exist_ok=True)")
+            made = cst.parse_expression(f"{self.names.os}.makedirs({code_of(updated.args[0].value)}, exist_ok=True)")
             return made
         return updated
 
@@ -196,10 +197,10 @@ class ApplyPlan(cst.CSTTransformer):
             if bound and ((arg.keyword is None and position == 0) or (arg.keyword and arg.keyword.value == "dataset")):
                 arg = arg.with_changes(value=cst.parse_expression(bound))
             if arg.keyword is not None and arg.keyword.value == "batch_size" and id(original) in self.plan.divided_batches:
-                per_rank = f"max(1, {_code(arg.value)} // {self.names.dist}.get_world_size())"
+                per_rank = f"max(1, {code_of(arg.value)} // {self.names.dist}.get_world_size())"
                 arg = arg.with_changes(value=cst.parse_expression(per_rank))
             args.append(arg)
-        sampler = f"{self.names.sampler}({_code(dataset)}, shuffle={_code(shuffle) if shuffle is not None else 'False'})"
+        sampler = f"{self.names.sampler}({code_of(dataset)}, shuffle={code_of(shuffle) if shuffle is not None else 'False'})"
         args = _comma_separated(args + [cst.Arg(keyword=cst.Name("sampler"), value=cst.parse_expression(sampler),
                                                  equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))])
         return updated.with_changes(args=args)
@@ -226,17 +227,9 @@ class ApplyPlan(cst.CSTTransformer):
         return candidate
 
 
-def _walk(node: cst.CSTNode):
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(current.children)
-
-
 def _main_block(module: cst.Module) -> Optional[cst.If]:
     for stmt in module.body:
-        if isinstance(stmt, cst.If) and "__name__" in _code(stmt.test) and "__main__" in _code(stmt.test):
+        if isinstance(stmt, cst.If) and "__name__" in code_of(stmt.test) and "__main__" in code_of(stmt.test):
             return stmt
     return None
 
@@ -277,7 +270,3 @@ def _comma_separated(args: list[cst.Arg]) -> list[cst.Arg]:
             arg = arg.with_changes(comma=cst.MaybeSentinel.DEFAULT)
         out.append(arg)
     return out
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)

@@ -28,9 +28,16 @@ class Binding:
     value: cst.BaseExpression
 
 
-class ParentLinks:
-    """``parent()`` and ``ancestors()`` over ``parents``, a map from id(node) to its parent node."""
+def code_of(node: cst.CSTNode) -> str:
+    """The source of a node on its own."""
+    return cst.Module([]).code_for_node(node)
 
+
+class TreeLinks:
+    """Where a node stands in ``module``: its parent and ancestors (over ``parents``, a map from
+    id(node) to its parent node) and whether it comes before another in the file."""
+
+    module: cst.Module
     parents: dict
 
     def parent(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
@@ -42,9 +49,17 @@ class ParentLinks:
             yield current
             current = self.parent(current)
 
+    def before(self, first: cst.CSTNode, second: cst.CSTNode) -> bool:
+        """Whether ``first`` comes before ``second`` in the file (both nodes of this module)."""
+        order = self.__dict__.get("_order")
+        if order is None:
+            order = {id(node): number for number, node in enumerate(preorder(self.module))}
+            self.__dict__["_order"] = order
+        return order.get(id(first), -1) < order.get(id(second), -1)
+
 
 @dataclass
-class FileIndex(ParentLinks):
+class FileIndex(TreeLinks):
     module: cst.Module
     imports: ImportTable = field(default_factory=ImportTable)
     parents: dict = field(default_factory=dict)  # id(node) -> parent node
@@ -105,22 +120,9 @@ class FileIndex(ParentLinks):
             up = self.parent(up)
         return up if isinstance(up, cst.ClassDef) else None
 
-    def before(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
-        """``a`` comes before ``b`` in the file (by the code generated up to each)."""
-        return self.position(a) < self.position(b)
-
     def follows(self, stmt: cst.CSTNode, node: cst.CSTNode) -> bool:
         """``node`` comes after the whole of ``stmt`` (not inside it)."""
         return self.before(stmt, node) and not any(up is stmt for up in self.ancestors(node))
-
-    def position(self, node: cst.CSTNode) -> int:
-        cached = self.__dict__.setdefault("_positions", None)
-        if cached is None:
-            cached = {}
-            for number, current in enumerate(_preorder(self.module)):
-                cached[id(current)] = number
-            self.__dict__["_positions"] = cached
-        return cached.get(id(node), -1)
 
     def line_of(self, node: cst.CSTNode) -> int:
         lines = self.__dict__.get("_lines")
@@ -148,7 +150,7 @@ class FileIndex(ParentLinks):
         """A function that reads ``name`` without binding it: the module's ``name``."""
         return isinstance(scope, cst.FunctionDef) and not self.is_parameter(name, scope) \
             and not self.bindings(name, scope) \
-            and any(isinstance(n, cst.Name) and n.value == name for n in _own_nodes(scope))
+            and any(isinstance(n, cst.Name) and n.value == name for n in own_nodes(scope))
 
     def call_sites(self, function: cst.FunctionDef, loose: bool = False) -> list[cst.Call]:
         """Calls of a same-file function (``f(...)``), method (``self.f(...)``) or class (its ``__init__``);
@@ -156,7 +158,7 @@ class FileIndex(ParentLinks):
         cls = self.class_of(function)
         name = function.name.value
         sites = []
-        for node in _preorder(self.module):
+        for node in preorder(self.module):
             if not isinstance(node, cst.Call):
                 continue
             callee = node.func
@@ -186,12 +188,12 @@ class FileIndex(ParentLinks):
         return None
 
     def returns(self, function: cst.FunctionDef) -> list[cst.BaseExpression]:
-        return [node.value for node in _own_nodes(function) if isinstance(node, cst.Return) and node.value is not None]
+        return [node.value for node in own_nodes(function) if isinstance(node, cst.Return) and node.value is not None]
 
 
 def _assignments(scope: Scope, matches) -> Iterator[Binding]:
     """``target = value`` and ``target: T = value`` lines of a scope whose one target ``matches``."""
-    for node in _own_nodes(scope):
+    for node in own_nodes(scope):
         if not isinstance(node, cst.SimpleStatementLine):
             continue
         for small in node.body:
@@ -201,7 +203,7 @@ def _assignments(scope: Scope, matches) -> Iterator[Binding]:
                 yield Binding(scope, node, small.value)
 
 
-def _preorder(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+def preorder(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     stack = [node]
     while stack:
         current = stack.pop()
@@ -209,7 +211,7 @@ def _preorder(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         stack.extend(reversed(current.children))
 
 
-def _own_nodes(scope: Scope) -> Iterator[cst.CSTNode]:
+def own_nodes(scope: Scope) -> Iterator[cst.CSTNode]:
     """The nodes of a scope's body, not those of functions or classes nested in it."""
     stack = list(reversed(scope.body.body if isinstance(scope, cst.FunctionDef) else scope.body))
     while stack:
@@ -218,14 +220,6 @@ def _own_nodes(scope: Scope) -> Iterator[cst.CSTNode]:
         if isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             continue
         stack.extend(reversed(current.children))
-
-
-def own_nodes(scope: Scope) -> Iterator[cst.CSTNode]:
-    return _own_nodes(scope)
-
-
-def preorder(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    return _preorder(node)
 
 
 def _methods(cls: cst.ClassDef) -> Iterator[cst.FunctionDef]:

@@ -14,8 +14,9 @@ from typing import Optional
 
 import libcst as cst
 
+from .. import torchapi as api
 from ..imports import dotted
-from .index import FileIndex, Scope, own_nodes, preorder
+from .index import FileIndex, Scope, code_of, own_nodes, preorder
 
 # Attributes that mean the same on the DDP wrapper and on the model: everything else (state_dict,
 # load_state_dict, custom methods, sub-layers) goes through ``.module``.
@@ -87,7 +88,7 @@ def make_plan(module: cst.Module) -> Plan:
     for loop, loader in loops:
         calls = _loader_calls(index, loader, index.scope_of(loop))
         if not calls:
-            raise Refusal(f"the training loop at line {_line(index, loop)} iterates `{_code(loader)}`, "
+            raise Refusal(f"the training loop at line {_line(index, loop)} iterates `{code_of(loader)}`, "
                           "which is not a DataLoader this file builds")
         for call in calls:
             _refuse_loader(index, call)
@@ -96,11 +97,11 @@ def make_plan(module: cst.Module) -> Plan:
         epoch = _epoch_of(index, loop)
         at_calls = _epoch_at_call_sites(index, loop, loader) if epoch is None else []
         if epoch is not None:
-            set_epochs.append((loop, _code(loader), epoch))
+            set_epochs.append((loop, code_of(loader), epoch))
         elif at_calls:
             set_epochs.extend(at_calls)
         elif any(_shuffles(call) for call in calls) and _repeated(index, loop):
-            raise Refusal(f"the shuffled loader `{_code(loader)}` is iterated outside an epoch loop: "
+            raise Refusal(f"the shuffled loader `{code_of(loader)}` is iterated outside an epoch loop: "
                           "there is no epoch number to give DistributedSampler.set_epoch")
     all_loaders = [node for node in preorder(module) if isinstance(node, cst.Call) and _is_loader_call(index, node)]
     guards = single_process_lines_of(index)
@@ -124,9 +125,9 @@ def _refuse_distributed(index: FileIndex) -> None:
                           "reports the usual DDP mistakes")
     for node in preorder(index.module):
         if isinstance(node, cst.Attribute):
-            name = dotted(node)
-            if name and _qualify(index, name).startswith(("torch.distributed.", "torch.nn.parallel.DistributedDataParallel")):
-                raise Refusal(f"the script is already distributed ({_qualify(index, name)})")
+            name = _qualified(index, node) or ""
+            if name.startswith(("torch.distributed.", "torch.nn.parallel.DistributedDataParallel")):
+                raise Refusal(f"the script is already distributed ({name})")
 
 
 def _device_line(index: FileIndex) -> Optional[cst.SimpleStatementLine]:
@@ -135,7 +136,7 @@ def _device_line(index: FileIndex) -> Optional[cst.SimpleStatementLine]:
         if isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1 and isinstance(node.body[0], cst.Assign):
             assign = node.body[0]
             target = assign.targets[0].target if len(assign.targets) == 1 else None
-            code = _code(assign.value)
+            code = code_of(assign.value)
             if isinstance(target, cst.Name) and "is_available()" in code and "device(" in code:
                 return node
     return None
@@ -170,15 +171,15 @@ def _batch_division(index: FileIndex, loaders: list[cst.Call]) -> tuple[set, lis
         if isinstance(size, cst.Integer) or not _read_elsewhere(index, size, loaders):
             divided.add(id(call))
         else:
-            kept.append(_code(size))
+            kept.append(code_of(size))
     return divided, kept
 
 
 def _read_elsewhere(index: FileIndex, size: cst.BaseExpression, loaders: list[cst.Call]) -> bool:
-    code = _code(size)
+    code = code_of(size)
     inside = {id(n) for call in loaders for n in preorder(call)}
     for node in preorder(index.module):
-        if id(node) in inside or not isinstance(node, (cst.Name, cst.Attribute)) or _code(node) != code:
+        if id(node) in inside or not isinstance(node, (cst.Name, cst.Attribute)) or code_of(node) != code:
             continue
         if _is_assignment_target(index, node):
             continue
@@ -395,7 +396,7 @@ def _training_loops(index: FileIndex) -> list[tuple[cst.For, cst.BaseExpression]
             raise Refusal(f"the training DataLoader at line {_line(index, loader)} is made in the loop's header: "
                           "bind it to a name first, so that its sampler can be given the epoch")
         if not isinstance(loader, (cst.Name, cst.Attribute)):
-            raise Refusal(f"the training loop at line {_line(index, node)} iterates `{_code(node.iter)}`, "
+            raise Refusal(f"the training loop at line {_line(index, node)} iterates `{code_of(node.iter)}`, "
                           "not a DataLoader: there is no loader to shard")
         loops.append((node, loader))
     if not loops:
@@ -436,7 +437,7 @@ def _same_file_callee(index: FileIndex, call: cst.Call, at: cst.CSTNode) -> Opti
 
 
 def _strip_wrappers(index: FileIndex, expr: cst.BaseExpression) -> cst.BaseExpression:
-    while isinstance(expr, cst.Call) and (_qualified(index, expr.func) or dotted(expr.func) or "") in LOADER_WRAPPERS \
+    while isinstance(expr, cst.Call) and (_qualified(index, expr.func) or "") in LOADER_WRAPPERS \
             and expr.args:
         expr = expr.args[0].value
     return expr
@@ -479,7 +480,7 @@ def _loader_calls(index: FileIndex, expr: cst.BaseExpression, scope: Scope, dept
 
 
 def _is_loader_call(index: FileIndex, call: cst.Call) -> bool:
-    return (_qualified(index, call.func) or "") in ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader")
+    return _qualified(index, call.func) in api.DATALOADERS
 
 
 def _refuse_loader(index: FileIndex, call: cst.Call) -> None:
@@ -513,7 +514,7 @@ def _is_iterable_dataset(index: FileIndex, expr: cst.BaseExpression, scope: Scop
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name):
         cls = index.classes.get(expr.func.value)
         if cls is not None:
-            return any("IterableDataset" in _code(base.value) for base in cls.bases)
+            return any("IterableDataset" in code_of(base.value) for base in cls.bases)
         return (_qualified(index, expr.func) or "").endswith("IterableDataset")
     return False
 
@@ -537,7 +538,7 @@ def _epoch_at_call_sites(index: FileIndex, loop: cst.For, loader: cst.BaseExpres
         if not isinstance(argument, (cst.Name, cst.Attribute)) or epoch is None \
                 or not isinstance(index.parent(stmt), (cst.IndentedBlock, cst.Module)):
             return []
-        found.append((stmt, _code(argument), epoch))
+        found.append((stmt, code_of(argument), epoch))
     return found
 
 
@@ -585,7 +586,7 @@ def _every_rank_line(index: FileIndex, node: cst.CSTNode) -> bool:
     call = node.body[0].value
     if not isinstance(call, cst.Call):
         return False
-    name = _qualified(index, call.func) or dotted(call.func) or ""
+    name = _qualified(index, call.func) or ""
     is_log = name in LOGGING_CALLS or (name.count(".") == 1 and name.split(".")[0].lower().endswith("logger"))
     return (is_log or name in SAVES) and isinstance(index.parent(node), (cst.IndentedBlock, cst.Module))
 
@@ -593,21 +594,9 @@ def _every_rank_line(index: FileIndex, node: cst.CSTNode) -> bool:
 # -- small helpers ------------------------------------------------------------------------------
 
 
-def _qualified(index: FileIndex, func: cst.BaseExpression) -> Optional[str]:
-    name = dotted(func)
-    return _qualify(index, name) if name else None
-
-
-def _qualify(index: FileIndex, name: str) -> str:
-    head, _, rest = name.partition(".")
-    full = index.imports.names.get(head)
-    if full is None:
-        return name
-    return f"{full}.{rest}" if rest else full
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
+def _qualified(index: FileIndex, expr: cst.BaseExpression) -> Optional[str]:
+    """The imported name ``expr`` stands for, else its own dotted name (``print``)."""
+    return index.imports.resolve(expr) or dotted(expr)
 
 
 def _line(index: FileIndex, node: cst.CSTNode) -> int:

@@ -6,6 +6,7 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
+from ..classdefs import walk
 from ..facts import Kind
 from ..fixes import Fix, Replace, method_call
 from .base import Hit, Invalid, Rule, RuleContext
@@ -198,7 +199,7 @@ class Float64OnDevice(Rule):
             return False
         if attr in _NEEDS_FLOAT_LITERAL:
             return bool(expr.args) and "." in _code(expr.args[0].value) and any(
-                isinstance(n, cst.Float) for n in _walk(expr.args[0].value))
+                isinstance(n, cst.Float) for n in walk(expr.args[0].value))
         return True
 
     @staticmethod
@@ -267,7 +268,7 @@ class Float64OnDevice(Rule):
 
     @staticmethod
     def _names(node: cst.CSTNode) -> set:
-        return {n.value for n in _walk(node) if isinstance(n, cst.Name)}
+        return {n.value for n in walk(node) if isinstance(n, cst.Name)}
 
     # -- the fix ------------------------------------------------------------------------
 
@@ -288,9 +289,3 @@ class Float64OnDevice(Rule):
             return method_call(node, "float")  # type: ignore[arg-type]
 
         return Fix([Replace(call, build)])
-
-
-def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    yield node
-    for child in node.children:
-        yield from _walk(child)

@@ -6,6 +6,8 @@ from typing import Iterator
 
 import libcst as cst
 
+from ..classdefs import walk
+from ..distributed.index import code_of
 from ..distributed.plan import Refusal, make_plan, single_process_lines
 from .base import Hit, Invalid, Rule, RuleContext
 
@@ -73,16 +75,10 @@ class NotDistributed(Rule):
             yield self.hit(call, message="training DataLoader without a DistributedSampler: every rank would see "
                                          "the whole data set, in the same order")
         for stmt in single_process_lines(plan):
-            saves = "torch.save" in cst.Module([]).code_for_node(stmt)
+            saves = "torch.save" in code_of(stmt)
             yield self.hit(stmt, message="every rank would write this file at once under torchrun: save on rank 0 only"
                            if saves else "every rank would print this under torchrun: print on rank 0 only")
 
 
-def _has_backward(node: cst.CSTNode) -> bool:
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, cst.Attribute) and current.attr.value == "backward":
-            return True
-        stack.extend(current.children)
-    return False
+def _has_backward(module: cst.Module) -> bool:
+    return any(type(node) is cst.Attribute and node.attr.value == "backward" for node in walk(module))
