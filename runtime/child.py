@@ -101,6 +101,7 @@ def _audit(rec, namespace):
             "name": names.get(mid, r.cls), "class": r.cls, "calls": r.calls,
             "device_calls": r.device_calls, "cpu_calls": r.cpu_calls,
             "param_devices": sorted(r.param_devices), "input_devices": sorted(r.input_devices),
+            "bound": r.bound,
         })
     events = []
     for e in rec.events:
@@ -224,6 +225,9 @@ def main(argv=None) -> int:
         device_rng = False
 
     modules, events = _audit(rec, namespace)
+    for m in modules:
+        if m.get("bound"):
+            m["bound"] = dict(m["bound"], file=display(m["bound"]["file"]))
     for e in events:
         if e.get("where"):
             e["where"] = {"file": display(e["where"]["file"]), "line": e["where"]["line"]}

@@ -46,8 +46,29 @@ _LOADER_WORKER = re.compile(r"in DataLoader worker process \d+")
 _LOSS_WEIGHTS = ("weight", "pos_weight")
 
 
-def finding(cause: str, rule: str | None, where: dict | None) -> dict:
-    return {"cause": cause, "rule": rule, "rule_name": RULE_NAMES.get(rule), "where": where}
+def finding(cause: str, rule: str | None, where: dict | None, subject: dict | None = None) -> dict:
+    out = {"cause": cause, "rule": rule, "rule_name": RULE_NAMES.get(rule), "where": where}
+    if subject is not None:
+        out["subject"] = subject
+    return out
+
+
+def subject(fr: "_Frame", name: str, kind: str, rec=None, device_tensor: str | None = None) -> dict:
+    """The value a finding is about, and the scope it was met in: what ``cpu2gpu migrate`` needs to
+    find where the value is bound (the loop header, the assignment, the attribute set in __init__)
+    and to write the move there. ``kind``: batch | tensor | attribute | module."""
+    code = fr.frame.f_code
+    out = {"name": name, "kind": kind, "file": fr.where["file"], "line": fr.lineno, "func": fr.func,
+           "def_line": code.co_firstlineno if fr.func != "<module>" else 0}
+    if kind == "batch" and rec is not None:  # every batch still on the CPU here: one move at the loop head
+        out["batches"] = sorted(n for n, v in fr.frame.f_locals.items() if _is_cpu(v) and rec.is_batch(v))
+    if kind == "attribute":
+        owner = _plain_attribute(name, None, fr)
+        out["owner_class"] = type(owner).__name__ if owner is not None else None
+    source = device_tensor or _device_argument(fr)
+    if source is not None and "." not in source and source in fr.args:
+        out["device_from"] = source  # a device tensor the function is given: `device=x.device`
+    return out
 
 
 def _statement_lines(code, lasti, lineno):
@@ -239,11 +260,11 @@ def _frame_findings(fr: _Frame, rec, in_forward: bool):
                 out.append((1, finding(
                     f"{name} is a plain tensor attribute of {type(owner).__name__}, so .to(device) did not move it; "
                     f"it stayed on the CPU at {fr.at()} (register it with self.register_buffer)",
-                    "CG105", fr.where)))
+                    "CG105", fr.where, subject(fr, name, "attribute", rec))))
             elif rec.is_batch(value):
                 out.append((2, finding(
                     f"{name} stayed on the CPU at {fr.at()}: a batch from the DataLoader loop was not moved to the device",
-                    "CG103", fr.where)))
+                    "CG103", fr.where, subject(fr, name, "batch", rec))))
             elif "." in name:
                 continue  # an attribute of something else: named by its owner
             elif name in fr.args:
@@ -255,14 +276,16 @@ def _frame_findings(fr: _Frame, rec, in_forward: bool):
             elif not in_forward and name in fr.frame.f_locals and (source := _device_argument(fr)) is not None:
                 out.append((3, finding(
                     f"{name} was created on the CPU in {fr.func}() at {fr.at()}, which works on device tensors; "
-                    f"create it with device={source}.device", "CG104", fr.where)))
+                    f"create it with device={source}.device", "CG104", fr.where,
+                    subject(fr, name, "tensor", rec, source))))
             elif in_forward:
                 out.append((3, finding(
                     f"{name} was created on the CPU in {type(fr.owner).__name__}.{fr.func}() at {fr.at()}; "
                     f"create it with device= (e.g. device=x.device)",
-                    "CG104", fr.where)))
+                    "CG104", fr.where, subject(fr, name, "tensor", rec, device_tensor))))
             else:
-                out.append((4, finding(f"{name} stayed on the CPU at {fr.at()}", "CG102", fr.where)))
+                out.append((4, finding(f"{name} stayed on the CPU at {fr.at()}", "CG102", fr.where,
+                                       subject(fr, name, "tensor", rec, device_tensor))))
     return out
 
 
@@ -459,7 +482,7 @@ def explain(exc: BaseException, tb, rec, display) -> dict | None:
                 f"({tensor} is on cuda:0) at {fr.at()}; move the inputs too (e.g. {tensor}.cpu())",
                 "CG108", fr.where)
         return finding(f"{name} ({type(module).__name__}) stayed on the CPU while {tensor} is on cuda:0 at "
-                       f"{fr.at()}; move the model with .to(device)", "CG101", fr.where)
+                       f"{fr.at()}; move the model with .to(device)", "CG101", fr.where, subject(fr, name, "module"))
     if hidden:
         return finding(f"an RNN hidden state was created on the CPU at {at}; create it with device=",
                        "CG104", where)

@@ -58,7 +58,7 @@ def stop_on_sigterm() -> None:
 
 class ModuleRecord:
     __slots__ = ("ref", "cls", "param", "calls", "device_calls", "cpu_calls", "param_devices",
-                 "input_devices", "top_calls")
+                 "input_devices", "top_calls", "bound")
 
     def __init__(self, module):
         self.ref = weakref.ref(module)
@@ -70,6 +70,7 @@ class ModuleRecord:
         self.top_calls = 0
         self.param_devices: set = set()
         self.input_devices: set = set()
+        self.bound = None  # where the user's code holds it when it is first called (Recorder.binding_of)
 
 
 def _non_leaf_attribute(module):
@@ -163,6 +164,8 @@ class Recorder:
         rec.calls += 1
         if self.depth == 1:
             rec.top_calls += 1
+            if rec.bound is None:
+                rec.bound = self.binding_of(module, sys._getframe(1))
         p = rec.param
         pdev = p.device.type if p is not None else None
         if p is not None:
@@ -226,6 +229,29 @@ class Recorder:
                 return {"file": frame.f_code.co_filename, "line": frame.f_lineno}
             frame = frame.f_back
         return None
+
+    def binding_of(self, value, frame):
+        """The name that holds ``value`` in the innermost user frame from ``frame`` out (a local, a global,
+        or ``self.attr``), with that frame's place: where ``cpu2gpu migrate`` looks for its binding."""
+        while frame is not None and not self.is_user_file(frame.f_code.co_filename):
+            frame = frame.f_back
+        if frame is None:
+            return None
+        code = frame.f_code
+        place = {"file": code.co_filename, "line": frame.f_lineno, "func": code.co_name,
+                 "def_line": code.co_firstlineno if code.co_name != "<module>" else 0}
+        for name, held in list(frame.f_locals.items()):
+            if held is value:
+                return dict(place, name=name)
+        owner = frame.f_locals.get("self")
+        if owner is not None:
+            for attr, held in list(getattr(owner, "__dict__", {}).items()) + list(getattr(owner, "_modules", {}).items()):
+                if held is value:
+                    return dict(place, name=f"self.{attr}")
+        for name, held in list(frame.f_globals.items()):
+            if held is value:
+                return dict(place, name=name)
+        return dict(place, name=None)
 
     # -- results -------------------------------------------------------------
 

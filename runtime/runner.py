@@ -40,6 +40,7 @@ class RunSpec:
     mode: str  # cpu | sim | cuda
     args: list = field(default_factory=list)
     nproc: int = 0  # ranks under torchrun (verify --nproc, runtime/distributed.py); 0: one process
+    cwd: str | None = None  # the working directory it runs from, when not the verification's (migrate's draft)
 
 
 def choose_root(script: str, cwd: str) -> str:

@@ -36,7 +36,8 @@ def accelerator_available(kind: str) -> bool:
     return bool(xpu is not None and xpu.is_available())
 
 
-def plan(script: str, args: list, against: str | None, device: str, has_cuda: bool, nproc=None) -> list:
+def plan(script: str, args: list, against: str | None, device: str, has_cuda: bool, nproc=None,
+         with_cpu: bool = False) -> list:
     if nproc:  # the migrated script under torchrun, nproc ranks a run; the original as always
         specs = [RunSpec("original (cpu)", "original", against, "cpu", list(args))] if against else []
         return specs + [RunSpec(distributed.label(m, nproc), "migrated", script, m, list(args), nproc)
@@ -46,7 +47,7 @@ def plan(script: str, args: list, against: str | None, device: str, has_cuda: bo
     if device == "auto":
         modes = ["cuda" if has_cuda else "sim", "cpu"]
     else:
-        modes = [device]
+        modes = [device] + (["cpu"] if with_cpu and device != "cpu" else [])
     specs = []
     if against:
         specs.append(RunSpec("original (cpu)", "original", against, "cpu", list(args)))
@@ -186,10 +187,14 @@ def _read_notebook(path: str) -> None:
 
 def verify(script: str, args=(), *, against=None, device="auto", max_steps=None, seed=0, timeout=600.0,
            jobs=None, rtol=None, cwd=None, keep=False, show_output=False, synthetic_data=False,
-           clean_env=False, env_allow=(), progress=None, nproc=None) -> dict:
+           clean_env=False, env_allow=(), progress=None, nproc=None, with_cpu=False, against_cwd=None,
+           reference=None) -> dict:
     """Run `script` (and `against`) as planned; return the whole report as data.
     `progress` (a progressview.ProgressView) is told of each run as it goes.
-    `nproc` (>= 2): run `script` under torchrun with that many ranks (runtime/distributed.py)."""
+    `nproc` (>= 2): run `script` under torchrun with that many ranks (runtime/distributed.py).
+    `with_cpu`: the CPU fallback run as well, whatever the device. `against_cwd`: the folder the
+    original runs from (default `cwd`). `reference`: the original's result from an earlier
+    verification of the same original, reused instead of running it again (migrate's rounds)."""
     for path in filter(None, (script, against)):
         if not os.path.isfile(path):
             raise VerifyError(f"no such file: {path}")
@@ -206,7 +211,10 @@ def verify(script: str, args=(), *, against=None, device="auto", max_steps=None,
         other = "--device sim-mps to simulate one" if device == "mps" else "--device sim to simulate a GPU"
         raise VerifyError(f"--device {device}: no {device} device here; use {other}")
     has_cuda = cuda_available() if device in ("auto", "cuda") and not nproc else False
-    specs = plan(script, list(args), against, device, has_cuda, nproc)
+    specs = plan(script, list(args), against, device, has_cuda, nproc, with_cpu)
+    for spec in specs:
+        if spec.role == "original" and against_cwd is not None:
+            spec.cwd = against_cwd
     if jobs is None:
         jobs = max(1, min(len(specs), (os.cpu_count() or 1) // 2))
 
@@ -216,11 +224,13 @@ def verify(script: str, args=(), *, against=None, device="auto", max_steps=None,
         progress.start(script, device, specs, max_steps)
 
     def one(spec):
+        if spec.role == "original" and reference is not None:
+            return reference
         on_progress = (lambda line: progress.update(spec.label, line)) if progress else None
         if progress:
             progress.begin(spec.label)
         run_one = distributed.run if spec.nproc else run  # under torchrun, or one process
-        res = run_one(spec, max_steps=max_steps, seed=seed, timeout=timeout, cwd=cwd, keep=keep,
+        res = run_one(spec, max_steps=max_steps, seed=seed, timeout=timeout, cwd=spec.cwd or cwd, keep=keep,
                   show_output=show_output, threads=threads, synthetic_data=synthetic_data,
                   clean_env=clean_env, env_allow=tuple(env_allow), on_progress=on_progress)
         if progress:

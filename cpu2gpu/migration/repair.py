@@ -1,0 +1,152 @@
+"""Turn what a run located into an edit at the value's binding, in the rewrite's own style.
+
+- a batch of a loop: the loop-head move, ``x, y = x.to(device), y.to(device)``, for every batch of
+  that loop still on the CPU;
+- a tensor bound by ``name = ...``: ``device=`` on a torch factory, else ``.to(device)`` chained there;
+- a tensor kept as a plain attribute of a module: ``self.register_buffer("mask", ..., persistent=False)``
+  in ``__init__`` (moved with the module, left out of the checkpoint as a plain attribute was);
+- a module: ``.to(device)`` chained where it is bound;
+- a name bound by unpacking (``a, b = f()``): ``a = a.to(device)`` right after.
+
+The device is taken as the rewrite takes it in that file: a device tensor the function is given
+(``x.device``), a ``device`` parameter, the file's device variable; else the file gets the rewrite's
+device line after its imports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import libcst as cst
+
+from ..analysis import analyze
+from ..facts import Facts
+from ..fixes import Edit, InsertAfter, InsertAtLoopStart, Replace, add_keyword, apply_edits, chain_to, plan_device_setup
+from ..syntax import python_syntax_error
+from ..torchapi import FACTORIES, TENSOR_ARGUMENT_FACTORIES
+from .binding import Binding, Evidence, FileReading, find_binding, parameters_of
+
+_DEVICE_PARAMETERS = ("device", "dev", "torch_device")
+
+
+@dataclass
+class Repair:
+    """The file's new bytes and what was done, for the report."""
+
+    data: bytes
+    line: int  # the binding's line (where check should have reported the value)
+    how: str  # loop | assign | unpack | attribute
+    edit: str  # the new or changed code, as one line
+
+
+def repair(data: bytes, evidence: Evidence) -> Optional[Repair]:
+    """The edit for ``evidence`` in this file, or None when its binding cannot be found or changed."""
+    try:
+        reading = FileReading.of(data)
+    except cst.ParserSyntaxError:
+        return None
+    binding = find_binding(reading, evidence)
+    if binding is None:
+        return None
+    facts = analyze(reading.module)
+    device, setup = _device(reading, facts, binding, evidence)
+    edits, shown = _edits(binding, evidence, device, facts.torch_alias or "torch")
+    if not edits:
+        return None
+    if setup:
+        edits.extend(plan_device_setup(reading.module, facts.torch_alias, facts.names_in_use).setup_edits(
+            reading.module, edits))
+    new = apply_edits(reading.module, edits).bytes
+    if new == data or python_syntax_error(new):
+        return None
+    return Repair(new, binding.line, binding.how, shown)
+
+
+def _edits(binding: Binding, evidence: Evidence, device: str, torch_name: str) -> tuple[list[Edit], str]:
+    if binding.how == "loop":
+        assert isinstance(binding.stmt, cst.For)
+        names = [n for n in binding.target_names if n in evidence.batches or n == evidence.name]
+        names = list(dict.fromkeys(names))
+        code = f"{', '.join(names)} = {', '.join(f'{n}.to({device})' for n in names)}"
+        return [InsertAtLoopStart(binding.stmt, code)], code
+    if binding.how == "unpack":
+        assert binding.small is not None
+        code = f"{evidence.name} = {evidence.name}.to({device})"
+        return [InsertAfter(binding.small, code)], code
+    value = binding.value
+    if value is None:
+        return [], ""
+    if binding.how == "attribute" and binding.in_init_after_super and evidence.kind == "attribute":
+        def register(node: cst.CSTNode, attribute=binding.attribute) -> cst.CSTNode:
+            assert isinstance(node, cst.Assign)
+            call = cst.parse_expression(f'self.register_buffer("{attribute}", VALUE, persistent=False)')
+            assert isinstance(call, cst.Call)
+            args = list(call.args)
+            args[1] = args[1].with_changes(value=node.value)
+            return cst.Expr(call.with_changes(args=args))
+
+        shown = f'self.register_buffer("{binding.attribute}", {_code(value)}, persistent=False)'
+        return [Replace(binding.stmt, register)], shown
+    if evidence.kind != "module" and _is_factory(value, torch_name):
+        assert isinstance(value, cst.Call)
+        new_value: cst.BaseExpression = add_keyword(value, "device", cst.parse_expression(device))
+    else:
+        new_value = chain_to(value, device)
+    target = _code(binding.stmt.targets[0].target) if isinstance(binding.stmt, cst.Assign) else evidence.name
+    return [Replace(value, lambda _node, new=new_value: new)], f"{target} = {_code(new_value)}"
+
+
+def _is_factory(value: cst.BaseExpression, torch_name: str) -> bool:
+    """``torch.zeros(...)`` without a device: the factory takes ``device=`` (not torch.normal(mean, std))."""
+    if not isinstance(value, cst.Call):
+        return False
+    dotted = _dotted(value.func)
+    if dotted is None or not dotted.startswith(torch_name + "."):
+        return False
+    qualified = "torch." + dotted[len(torch_name) + 1:]
+    if qualified not in FACTORIES or qualified in TENSOR_ARGUMENT_FACTORIES:
+        return False
+    return not any(a.keyword is not None and a.keyword.value == "device" for a in value.args)
+
+
+def _dotted(node: cst.BaseExpression) -> Optional[str]:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        inner = _dotted(node.value)
+        return None if inner is None else f"{inner}.{node.attr.value}"
+    return None
+
+
+def _device(reading: FileReading, facts: Facts, binding: Binding, evidence: Evidence) -> tuple[str, bool]:
+    """The device expression for a move at ``binding``, and whether the file needs the device line."""
+    params = parameters_of(binding.scope)
+    if evidence.device_from and evidence.device_from in params:
+        return f"{evidence.device_from}.device", False
+    for name in _DEVICE_PARAMETERS:
+        if name in params:
+            return name, False
+    for name in facts.device_names:
+        if name.isidentifier() and _bound_before(reading, name, binding):
+            return name, False
+    setup = plan_device_setup(reading.module, facts.torch_alias, facts.names_in_use)
+    return setup.name, True
+
+
+def _bound_before(reading: FileReading, name: str, binding: Binding) -> bool:
+    """A module-level variable bound before the move runs: anywhere for code in a function (it runs
+    after the module's own code), above the binding for module-level code."""
+    for stmt in reading.module.body:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            targets = small.targets if isinstance(small, cst.Assign) else ()
+            if any(isinstance(t.target, cst.Name) and t.target.value == name for t in targets):
+                if not isinstance(binding.scope, cst.Module) or reading.start(stmt) < binding.line:
+                    return True
+    return False
+
+
+def _code(node: cst.CSTNode) -> str:
+    return " ".join(cst.Module(body=[]).code_for_node(node).split())
