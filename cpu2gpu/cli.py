@@ -40,7 +40,8 @@ except KeyboardInterrupt:
 class LazyGroup(click.Group):
     """Commands that need torch are imported only when they run."""
 
-    lazy = {"verify": "cpu2gpu.runtime.cli:verify", "server": "cpu2gpu.lsp.command:server"}
+    lazy = {"verify": "cpu2gpu.runtime.cli:verify", "migrate": "cpu2gpu.runtime.cli:migrate",
+            "server": "cpu2gpu.lsp.command:server"}
 
     def invoke(self, ctx: click.Context):
         try:

@@ -107,3 +107,74 @@ def verify(script, script_args, against, device, max_steps, timeout, seed, rtol,
             click.echo(f"cpu2gpu verify: cannot write the report: {e}", err=True)
             raise SystemExit(2)
     raise SystemExit(EXIT_CODES.get(report["verdict"], 2))
+
+
+@click.command("migrate", context_settings={"ignore_unknown_options": True})
+@click.argument("script", type=click.Path(dir_okay=False))
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+@click.option("--in-place", is_flag=True,
+              help="Write the migrated files (only when the final verify passed, unless --write-unproven).")
+@click.option("--write-unproven", is_flag=True, help="With --in-place, write the files even when not proven.")
+@click.option("--device", type=click.Choice(["auto", "cuda", "sim", "sim-mps"]), default="auto", show_default=True,
+              help="Where the draft runs (auto: cuda if there is a GPU, else sim); the CPU fallback always runs too.")
+@click.option("--max-steps", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Cap each run at N optimizer steps (as verify --max-steps).")
+@click.option("--max-rounds", type=click.IntRange(min=0), default=8, show_default=True,
+              help="Repair rounds after the static rewrite.")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=600.0, show_default=True,
+              help="Seconds before a run is stopped.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--rtol", type=click.FloatRange(min=0.0), default=None, help="As verify --rtol.")
+@click.option("--synthetic-data", is_flag=True, help="Stand-in data sets, as verify --synthetic-data.")
+@click.option("--output-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--report", "report_path", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Also write the final round's verify report as one HTML file.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress lines on stderr.")
+def migrate(script, script_args, in_place, write_unproven, device, max_steps, max_rounds, timeout, seed, rtol,
+            synthetic_data, output_format, report_path, quiet):
+    """Migrate SCRIPT (and the project files it imports) to the GPU and prove it: the static rewrite,
+    then runs on the (simulated) GPU whose located failures become moves where the values are bound,
+    until verify passes against the original. Without --in-place, prints the diff and writes nothing.
+
+    Exit codes: 0 proven, 1 not proven, 2 error, 3 cannot be judged here (the original fails, data or
+    a package is missing).
+    """
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        click.echo(INSTALL_HINT.replace("verify", "migrate"), err=True)
+        raise SystemExit(2)
+    import sys
+
+    from .migrate import EXIT_CANNOT_RUN, EXIT_ERROR, EXIT_PROVEN, EXIT_UNPROVEN, migrate as run_migrate
+    from .migratereport import to_json, to_text, write_files
+    from .verify import VerifyError
+
+    say = None if quiet or not sys.stderr.isatty() else (lambda line: click.echo(line, err=True))
+    try:
+        result = run_migrate(script, script_args, device=device, max_steps=max_steps, synthetic_data=synthetic_data,
+                             timeout=timeout, seed=seed, rtol=rtol, max_rounds=max_rounds, progress=say)
+    except VerifyError as e:
+        click.echo(f"cpu2gpu migrate: {e}", err=True)
+        raise SystemExit(EXIT_ERROR)
+    written, errors = [], []
+    if in_place and (result["proven"] or write_unproven):
+        written, errors = write_files(result)
+    result["written"] = written
+    click.echo(to_json(result) if output_format == "json" else to_text(result, diff=not in_place))
+    for error in errors:
+        click.echo(f"error: {error}", err=True)
+    if report_path:
+        from .htmlreport import to_html
+
+        try:
+            with open(report_path, "w", encoding="utf-8") as f:
+                f.write(to_html(result["verify"]))
+        except OSError as e:
+            click.echo(f"cpu2gpu migrate: cannot write the report: {e}", err=True)
+            raise SystemExit(EXIT_ERROR)
+    if errors:
+        raise SystemExit(EXIT_ERROR)
+    if result["cannot_run"]:
+        raise SystemExit(EXIT_CANNOT_RUN)
+    raise SystemExit(EXIT_PROVEN if result["proven"] else EXIT_UNPROVEN)

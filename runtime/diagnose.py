@@ -53,15 +53,37 @@ def finding(cause: str, rule: str | None, where: dict | None, subject: dict | No
     return out
 
 
-def subject(fr: "_Frame", name: str, kind: str, rec=None, device_tensor: str | None = None) -> dict:
-    """The value a finding is about, and the scope it was met in: what ``cpu2gpu migrate`` needs to
+def _holder(frame, lineno: int, name: str, value, rec):
+    """The frame that binds ``value`` itself: while ``name`` is a parameter of the running function,
+    the caller's frame and the name it holds the value by (the frames of torch between them skipped)."""
+    while rec is not None and value is not None:
+        code = frame.f_code
+        argc = code.co_argcount + code.co_kwonlyargcount
+        if name not in code.co_varnames[:argc]:
+            break
+        caller = frame.f_back
+        while caller is not None and not rec.is_user_file(caller.f_code.co_filename):
+            caller = caller.f_back
+        held = None if caller is None else next((n for n, v in list(caller.f_locals.items()) if v is value), None)
+        if held is None:
+            break
+        frame, lineno, name = caller, caller.f_lineno, held
+    return frame, lineno, name
+
+
+def subject(fr: "_Frame", name: str, kind: str, rec=None, device_tensor: str | None = None, value=None) -> dict:
+    """The value a finding is about, and the scope that binds it: what ``cpu2gpu migrate`` needs to
     find where the value is bound (the loop header, the assignment, the attribute set in __init__)
     and to write the move there. ``kind``: batch | tensor | attribute | module."""
-    code = fr.frame.f_code
-    out = {"name": name, "kind": kind, "file": fr.where["file"], "line": fr.lineno, "func": fr.func,
-           "def_line": code.co_firstlineno if fr.func != "<module>" else 0}
+    frame, lineno, held = (fr.frame, fr.lineno, name) if kind == "attribute" else \
+        _holder(fr.frame, fr.lineno, name, value, rec)
+    code = frame.f_code
+    out = {"name": held, "kind": kind, "file": fr.display(code.co_filename), "line": lineno, "func": code.co_name,
+           "def_line": code.co_firstlineno if code.co_name != "<module>" else 0}
     if kind == "batch" and rec is not None:  # every batch still on the CPU here: one move at the loop head
-        out["batches"] = sorted(n for n, v in fr.frame.f_locals.items() if _is_cpu(v) and rec.is_batch(v))
+        out["batches"] = sorted(n for n, v in frame.f_locals.items() if _is_cpu(v) and rec.is_batch(v))
+    if frame is not fr.frame:
+        return out
     if kind == "attribute":
         owner = _plain_attribute(name, None, fr)
         out["owner_class"] = type(owner).__name__ if owner is not None else None
@@ -92,6 +114,7 @@ class _Frame:
         self.file = frame.f_code.co_filename
         self.func = frame.f_code.co_name
         self.where = {"file": display(self.file), "line": lineno}
+        self.display = display
         lines = _statement_lines(frame.f_code, lasti, lineno)
         self.text = " ".join(linecache.getline(self.file, n).split("#", 1)[0].strip() for n in lines)
         argc = frame.f_code.co_argcount + frame.f_code.co_kwonlyargcount
@@ -264,7 +287,7 @@ def _frame_findings(fr: _Frame, rec, in_forward: bool):
             elif rec.is_batch(value):
                 out.append((2, finding(
                     f"{name} stayed on the CPU at {fr.at()}: a batch from the DataLoader loop was not moved to the device",
-                    "CG103", fr.where, subject(fr, name, "batch", rec))))
+                    "CG103", fr.where, subject(fr, name, "batch", rec, value=value))))
             elif "." in name:
                 continue  # an attribute of something else: named by its owner
             elif name in fr.args:
@@ -277,15 +300,15 @@ def _frame_findings(fr: _Frame, rec, in_forward: bool):
                 out.append((3, finding(
                     f"{name} was created on the CPU in {fr.func}() at {fr.at()}, which works on device tensors; "
                     f"create it with device={source}.device", "CG104", fr.where,
-                    subject(fr, name, "tensor", rec, source))))
+                    subject(fr, name, "tensor", rec, source, value=value))))
             elif in_forward:
                 out.append((3, finding(
                     f"{name} was created on the CPU in {type(fr.owner).__name__}.{fr.func}() at {fr.at()}; "
                     f"create it with device= (e.g. device=x.device)",
-                    "CG104", fr.where, subject(fr, name, "tensor", rec, device_tensor))))
+                    "CG104", fr.where, subject(fr, name, "tensor", rec, device_tensor, value=value))))
             else:
                 out.append((4, finding(f"{name} stayed on the CPU at {fr.at()}", "CG102", fr.where,
-                                       subject(fr, name, "tensor", rec, device_tensor))))
+                                       subject(fr, name, "tensor", rec, device_tensor, value=value))))
     return out
 
 
@@ -482,7 +505,7 @@ def explain(exc: BaseException, tb, rec, display) -> dict | None:
                 f"({tensor} is on cuda:0) at {fr.at()}; move the inputs too (e.g. {tensor}.cpu())",
                 "CG108", fr.where)
         return finding(f"{name} ({type(module).__name__}) stayed on the CPU while {tensor} is on cuda:0 at "
-                       f"{fr.at()}; move the model with .to(device)", "CG101", fr.where, subject(fr, name, "module"))
+                       f"{fr.at()}; move the model with .to(device)", "CG101", fr.where, subject(fr, name, "module", None, value=module))
     if hidden:
         return finding(f"an RNN hidden state was created on the CPU at {at}; create it with device=",
                        "CG104", where)

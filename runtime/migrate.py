@@ -1,0 +1,320 @@
+"""``cpu2gpu migrate``: the static rewrite, then runs that find and repair what it left out.
+
+Round 0 is ``rewrite`` of every project file the script reaches, in a draft copy of its folder (the
+user's files are not touched until the end). Each later round runs the draft as ``verify`` does (the
+original on the CPU, the draft on the device and on the CPU fallback, capped, stand-in data where
+asked), takes the first located cause whose value it can follow to its binding (the loop header of a
+batch, the factory or assignment of a tensor, the attribute set in ``__init__``, the module's
+construction) and writes the move there with the static engine (cpu2gpu.migration). An edit that
+breaks the CPU fallback is taken back. It ends when verify passes, when no cause is left that it can
+repair, or after ``max_rounds``; the user's files are written only when the final verify passed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cpu2gpu.engine import SourceError, rewrite_data
+from cpu2gpu.migration import Evidence, repair
+from cpu2gpu.project import Project, find_root, project_seeds
+from cpu2gpu.seeds import NO_SEEDS
+
+from .notebookrun import is_notebook
+from .runner import choose_root, copy_tree
+from .verify import OK, VerifyError, verify
+
+MAX_ROUNDS = 8
+# What a run locates that an edit at the binding repairs (diagnose.subject's kinds).
+REPAIRABLE = ("CG101", "CG102", "CG103", "CG104", "CG105")
+# Exit codes: proven, not proven (verify still fails), a usage error, cannot be judged here.
+EXIT_PROVEN, EXIT_UNPROVEN, EXIT_ERROR, EXIT_CANNOT_RUN = 0, 1, 2, 3
+
+
+@dataclass
+class Draft:
+    """The copy of the script's folder that the rounds edit, and the user's bytes of each file."""
+
+    root: str  # the user's folder that was copied
+    work: str  # the copy
+    tmp: str
+    cwd_in_draft: str = ""  # the user's working folder, in the copy
+    originals: dict = field(default_factory=dict)  # user's path -> bytes as read at the start
+
+    @classmethod
+    def make(cls, script: str, cwd: str) -> "Draft":
+        root = choose_root(script, cwd)
+        tmp = tempfile.mkdtemp(prefix="cpu2gpu-migrate-")
+        work = os.path.join(tmp, os.path.basename(root) or "root")
+        copy_tree(root, work)
+        return cls(root, work, tmp)
+
+    def in_draft(self, user_path: str) -> str:
+        return os.path.join(self.work, os.path.relpath(os.path.abspath(user_path), self.root))
+
+    def in_user(self, draft_path: str) -> str:
+        return os.path.join(self.root, os.path.relpath(draft_path, self.work))
+
+    def read(self, user_path: str) -> bytes:
+        with open(self.in_draft(user_path), "rb") as f:
+            return f.read()
+
+    def write(self, user_path: str, data: bytes) -> None:
+        """Into the draft only: a new file, never through a link to the user's."""
+        if user_path not in self.originals:
+            with open(os.path.abspath(user_path), "rb") as f:
+                self.originals[user_path] = f.read()
+        target = self.in_draft(user_path)
+        tmp = target + ".cpu2gpu-tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, target)
+
+    def changed(self) -> dict:
+        """user's path -> (original bytes, migrated bytes), for the files that differ."""
+        out = {}
+        for path, old in self.originals.items():
+            new = self.read(path)
+            if new != old:
+                out[path] = (old, new)
+        return out
+
+    def remove(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def reached_files(script: str) -> list[str]:
+    """The project files the script's imports reach, the script first (as the project reads them)."""
+    path = Path(os.path.abspath(script))
+    project = Project(find_root(path))
+    seen: list[Path] = [path]
+    queue = [path]
+    while queue:
+        for found in project.project_imports(queue.pop()):
+            found = Path(os.path.abspath(found))
+            if found not in seen and found.suffix == ".py":
+                seen.append(found)
+                queue.append(found)
+    return [str(p) for p in seen]
+
+
+def static_round(draft: Draft, files: list[str], rules, unsafe_fixes: bool, device_expression) -> list[dict]:
+    """Round 0: the rewrite of each reached file, read with the project around it (in the user's tree:
+    the same bytes as the draft's at this point), written into the draft."""
+    notes = []
+    seeds = project_seeds([f for f in files if not is_notebook(f)])
+    for path in files:
+        with open(path, "rb") as f:
+            data = f.read()
+        try:
+            if is_notebook(path):
+                from cpu2gpu.notebook import rewrite_notebook
+
+                new = rewrite_notebook(data, path, rules, unsafe_fixes, device_expression)
+            else:
+                new = rewrite_data(data, path, rules, unsafe_fixes, device_expression, seeds.get(path, NO_SEEDS))[1]
+        except SourceError as error:
+            notes.append({"file": path, "error": error.message})
+            continue
+        draft.originals[path] = data
+        if new != data:
+            draft.write(path, new)
+            notes.append({"file": path, "changed": True})
+    return notes
+
+
+def _device_run(report: dict) -> dict | None:
+    return next((r for r in report["runs"] if r["role"] == "migrated" and r["mode"] != "cpu"), None)
+
+
+def _cpu_run(report: dict) -> dict | None:
+    return next((r for r in report["runs"] if r["role"] == "migrated" and r["mode"] == "cpu"), None)
+
+
+def cpu_fallback_ok(report: dict) -> bool:
+    """The migrated copy, with CUDA hidden, ran and gave the original's losses."""
+    run = _cpu_run(report)
+    if run is None or run["status"] not in OK:
+        return False
+    return not any(r["run"] == run["label"] for r in report["reasons"])
+
+
+def cannot_run(report: dict) -> str | None:
+    """Why no verdict about the migration can be reached here (the original fails, data is missing)."""
+    original = next((r for r in report["runs"] if r["role"] == "original"), None)
+    if report["verdict"] == "needs-data":
+        needs = report.get("needs_data") or []
+        what = needs[0]["path"] if needs else "a data file"
+        return f"needs data: {what} (or run with --synthetic-data)"
+    if original is not None and original["status"] not in OK:
+        reason = next((r["cause"] for r in report["reasons"] if r["run"] == original["label"]), original["status"])
+        return f"the original does not run here: {reason}"
+    return None
+
+
+def evidence_of(report: dict, draft: Draft, tried: set) -> list[tuple[Evidence, str, dict]]:
+    """The located causes of the device run, as (evidence, user's file, verify's reason), first first."""
+    device = _device_run(report)
+    if device is None:
+        return []
+    out = []
+    for reason in report["reasons"]:
+        if reason["run"] != device["label"] or reason.get("rule") not in REPAIRABLE:
+            continue
+        diagnosis = device.get("diagnosis") or {}
+        subject = diagnosis.get("subject") if diagnosis.get("cause") == reason["cause"] else None
+        if subject is None and reason["rule"] == "CG101":
+            subject = _cpu_module(device)
+        if not subject or not subject.get("name"):
+            continue
+        ev = Evidence(rule=reason["rule"], kind=subject["kind"], name=subject["name"], line=subject["line"],
+                      func=subject.get("func", "<module>"), def_line=subject.get("def_line", 0),
+                      batches=tuple(subject.get("batches", ())), device_from=subject.get("device_from"),
+                      owner_class=subject.get("owner_class"))
+        user_file = _user_path(subject["file"], draft)
+        if user_file is None or (ev, user_file) in tried:
+            continue
+        out.append((ev, user_file, reason))
+    return out
+
+
+def _cpu_module(run: dict) -> dict | None:
+    """The module trained on the CPU that the script called most, and where the script held it."""
+    cpu = [m for m in run.get("modules", ()) if m.get("bound") and m["device_calls"] == 0 and m["cpu_calls"]]
+    if not cpu:
+        return None
+    module = max(cpu, key=lambda m: m["cpu_calls"])
+    return dict(module["bound"], kind="module")
+
+
+def _user_path(shown: str, draft: Draft) -> str | None:
+    """The user's file for a path as verify shows it (relative to the draft's working folder)."""
+    candidate = shown if os.path.isabs(shown) else os.path.join(draft.cwd_in_draft, shown)
+    candidate = os.path.normpath(candidate)
+    if candidate.startswith(draft.work + os.sep):
+        return os.path.normpath(draft.in_user(candidate))
+    if candidate.startswith(draft.root + os.sep):
+        return candidate
+    return None
+
+
+def migrate(script: str, args=(), *, device: str = "auto", max_steps=None, synthetic_data=False, timeout=600.0,
+            seed=0, rtol=None, max_rounds=MAX_ROUNDS, cwd=None, rules=None, unsafe_fixes=False,
+            device_expression=None, progress=None) -> dict:
+    """Migrate ``script`` in a draft and prove it; return the whole story as data (nothing written)."""
+    if not os.path.isfile(script):
+        raise VerifyError(f"no such file: {script}")
+    if rules is None:
+        from cpu2gpu.engine import select_rules
+
+        rules = select_rules()
+    cwd = os.path.abspath(cwd or os.getcwd())
+    script = os.path.abspath(script)
+    started = time.perf_counter()
+    draft = Draft.make(script, cwd)
+    draft.cwd_in_draft = draft.in_draft(cwd) if (cwd + os.sep).startswith(draft.root + os.sep) \
+        else os.path.dirname(draft.in_draft(script))
+    try:
+        files = [f for f in reached_files(script) if f.startswith(draft.root + os.sep)]
+        static = static_round(draft, files, rules, unsafe_fixes, device_expression)
+        rounds: list[dict] = [{"round": 0, "what": "static rewrite",
+                               "files": [os.path.relpath(n["file"], cwd) for n in static if n.get("changed")],
+                               "errors": [f"{os.path.relpath(n['file'], cwd)}: {n['error']}"
+                                          for n in static if n.get("error")]}]
+
+        def run_verify(reference=None) -> dict:
+            if progress:
+                progress(f"round {len(rounds) - 1}: verify")
+            out = verify(draft.in_draft(script), args, against=script, device=device, max_steps=max_steps,
+                         seed=seed, timeout=timeout, jobs=1, rtol=rtol, cwd=draft.cwd_in_draft,
+                         against_cwd=cwd, synthetic_data=synthetic_data, with_cpu=True, reference=reference)
+            out["settings"]["script"] = f"{os.path.relpath(script, cwd)} (migrated)"
+            out["settings"]["against"] = os.path.relpath(script, cwd)
+            return out
+
+        report = run_verify()
+        reference = next((r for r in report["runs"] if r["role"] == "original"), None)
+        tried: set = set()
+        misses: list[dict] = []
+        taken_back: list[dict] = []
+        ending = ""
+        while True:
+            why_not = cannot_run(report)
+            if why_not:
+                ending = why_not
+                break
+            if report["verdict"] == "pass":
+                ending = "verify passed"
+                break
+            if len(rounds) > max_rounds:
+                ending = f"stopped after {max_rounds} rounds"
+                break
+            candidates = evidence_of(report, draft, tried)
+            applied = None
+            for ev, user_file, reason in candidates:
+                tried.add((ev, user_file))
+                if is_notebook(user_file):
+                    continue  # a notebook's cells are rewritten statically only
+                old = draft.read(user_file)
+                fixed = repair(old, ev)
+                if fixed is None:
+                    continue
+                applied = (ev, user_file, reason, old, fixed)
+                break
+            if applied is None:
+                first = report["reasons"][0]["cause"] if report["reasons"] else report["verdict"]
+                ending = f"no located cause left that an edit at its binding repairs ({first})"
+                break
+            ev, user_file, reason, old, fixed = applied
+            draft.write(user_file, fixed.data)
+            shown = os.path.relpath(user_file, cwd)
+            entry = {"round": len(rounds), "evidence": reason["cause"], "rule": ev.rule, "name": ev.name,
+                     "bound_at": f"{shown}:{fixed.line}",
+                     "kind": ev.kind, "met": f"{shown}:{ev.line}", "file": shown, "line": fixed.line,
+                     "how": fixed.how, "edit": fixed.edit}
+            rounds.append(entry)
+            new_report = run_verify(reference)
+            if cpu_fallback_ok(report) and not cpu_fallback_ok(new_report):
+                draft.write(user_file, old)  # the edit broke the CPU fallback: taken back
+                entry["taken_back"] = _first_reason(new_report, "cpu")
+                taken_back.append(entry)
+                continue
+            report = new_report
+            misses.append({"rule": ev.rule, "file": shown, "line": fixed.line, "name": ev.name, "how": fixed.how})
+        proven = report["verdict"] == "pass" and not cannot_run(report)
+        changed = draft.changed()
+        return {
+            "script": os.path.relpath(script, cwd), "proven": proven, "ending": ending,
+            "cannot_run": cannot_run(report), "rounds": rounds, "taken_back": taken_back,
+            "static_misses": misses, "verify": report, "unreached": _unreached(report),
+            "changed": {p: new for p, (old, new) in changed.items()},
+            "originals": {p: old for p, (old, new) in changed.items()},
+            "seconds": time.perf_counter() - started,
+        }
+    finally:
+        draft.remove()
+
+
+def _first_reason(report: dict, mode: str) -> str:
+    run = _cpu_run(report) if mode == "cpu" else _device_run(report)
+    for r in report["reasons"]:
+        if run is not None and r["run"] == run["label"]:
+            return r["cause"]
+    return run["status"] if run else "no run"
+
+
+def _unreached(report: dict) -> list[dict]:
+    """Where a capped run was stopped before the script's end: the code after that line never ran
+    there, so nothing about it is proven."""
+    out = []
+    for run in report["runs"]:
+        cap = run.get("cap") or {}
+        if run["role"] != "migrated" or not cap.get("reached") or cap.get("ended") in (None, "end"):
+            continue
+        at = cap.get("stopped_at") or cap.get("at") or {}
+        out.append({"run": run["label"], "file": at.get("file"), "line": at.get("line"), "ended": cap["ended"]})
+    return out
