@@ -443,7 +443,13 @@ def explain(exc: BaseException, tb, rec, display) -> dict | None:
     at = deepest.at() if deepest else "an unknown line"
 
     if isinstance(exc, TypeError) and "device type tensor to numpy" in msg:
-        return finding(f"a device tensor reached .numpy() at {at}; call .cpu() before .numpy()", "CG107", where)
+        numpy_subject = None
+        if deepest is not None:
+            code = deepest.frame.f_code
+            numpy_subject = {"name": "", "kind": "numpy", "file": deepest.where["file"], "line": deepest.lineno,
+                             "func": code.co_name, "def_line": code.co_firstlineno if code.co_name != "<module>" else 0}
+        return finding(f"a device tensor reached .numpy() at {at}; call .cpu() before .numpy()", "CG107", where,
+                       numpy_subject)
     if "Attempting to deserialize object on a CUDA device" in msg:
         return _gpu_tensors_loaded(tb_start, at, where)
     if any(m in msg for m in _NO_CUDA_MARKERS):

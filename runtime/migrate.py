@@ -30,7 +30,7 @@ from .verify import OK, VerifyError, verify
 
 MAX_ROUNDS = 8
 # What a run locates that an edit at the binding repairs (diagnose.subject's kinds).
-REPAIRABLE = ("CG101", "CG102", "CG103", "CG104", "CG105")
+REPAIRABLE = ("CG101", "CG102", "CG103", "CG104", "CG105", "CG107")
 # Exit codes: proven, not proven (verify still fails), a usage error, cannot be judged here.
 EXIT_PROVEN, EXIT_UNPROVEN, EXIT_ERROR, EXIT_CANNOT_RUN = 0, 1, 2, 3
 
@@ -169,7 +169,7 @@ def evidence_of(report: dict, draft: Draft, tried: set) -> list[tuple[Evidence, 
         subject = diagnosis.get("subject") if diagnosis.get("cause") == reason["cause"] else None
         if subject is None and reason["rule"] == "CG101":
             subject = _cpu_module(device)
-        if not subject or not subject.get("name"):
+        if not subject or not (subject.get("name") or subject.get("kind") == "numpy"):
             continue
         ev = Evidence(rule=reason["rule"], kind=subject["kind"], name=subject["name"], line=subject["line"],
                       func=subject.get("func", "<module>"), def_line=subject.get("def_line", 0),

@@ -20,8 +20,12 @@ def _round_line(entry: dict) -> str:
         return line + "".join(f"\n  error: {e}" for e in entry.get("errors", ()))
     made = {"loop": "came from the loop at", "assign": "was bound at", "unpack": "was unpacked at",
             "attribute": "was set at"}.get(entry["how"], "was bound at")
-    line = (f"round {entry['round']}: `{entry['name']}` ({entry['kind']}) {made} {entry['bound_at']} and stayed on "
-            f"the CPU ({entry['rule']}: {entry['evidence']}) -> {_how(entry)}: `{entry['edit']}`")
+    if entry["how"] == "host":
+        line = (f"round {entry['round']}: {entry['rule']}: {entry['evidence']} -> {_how(entry)} at "
+                f"{entry['bound_at']}: `{entry['edit']}`")
+    else:
+        line = (f"round {entry['round']}: `{entry['name']}` ({entry['kind']}) {made} {entry['bound_at']} and stayed "
+                f"on the CPU ({entry['rule']}: {entry['evidence']}) -> {_how(entry)}: `{entry['edit']}`")
     if entry.get("taken_back"):
         line += f"\n  taken back: the CPU fallback broke ({entry['taken_back']})"
     return line
@@ -29,7 +33,8 @@ def _round_line(entry: dict) -> str:
 
 def _how(entry: dict) -> str:
     return {"loop": "moved at the loop head", "assign": "moved where it is bound",
-            "unpack": "moved after it is unpacked", "attribute": "registered as a buffer"}.get(entry["how"], "moved")
+            "unpack": "moved after it is unpacked", "attribute": "registered as a buffer",
+            "host": "copied to the host first"}.get(entry["how"], "moved")
 
 
 def _ending(result: dict) -> str:
@@ -48,7 +53,7 @@ def to_text(result: dict, diff: bool = True) -> str:
     out.extend(_round_line(e) for e in result["rounds"])
     if result["static_misses"]:
         out += ["", "what the static pass missed (where check should have reported it):"]
-        out += [f"  {m['file']}:{m['line']}: {m['rule']} {m['name']}" for m in result["static_misses"]]
+        out += [f"  {m['file']}:{m['line']}: {m['rule']} {m['name'] or m['how']}" for m in result["static_misses"]]
     for u in result["unreached"]:
         out.append(f"not proven beyond {u['file']}:{u['line']}: the capped {u['run']} run stopped there "
                    f"({u['ended']}); the code after it never ran")

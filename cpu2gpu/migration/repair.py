@@ -22,12 +22,17 @@ import libcst as cst
 
 from ..analysis import analyze
 from ..facts import Facts
-from ..fixes import Edit, InsertAfter, InsertAtLoopStart, Replace, add_keyword, apply_edits, chain_to, plan_device_setup
+from ..fixes import (Edit, InsertAfter, InsertAtLoopStart, Replace, add_keyword, apply_edits, chain_to, method_call,
+                     plan_device_setup)
 from ..syntax import python_syntax_error
 from ..torchapi import FACTORIES, TENSOR_ARGUMENT_FACTORIES
 from .binding import Binding, Evidence, FileReading, find_binding, parameters_of
 
 _DEVICE_PARAMETERS = ("device", "dev", "torch_device")
+# Draws on the device come from its own generator: other numbers than the CPU run's. Drawn on the CPU
+# and copied, the migrated run keeps the original's data, and verify can compare the losses.
+_RANDOM_FACTORIES = frozenset({"torch.rand", "torch.randn", "torch.randint", "torch.randperm", "torch.normal",
+                               "torch.bernoulli_"})
 
 
 @dataclass
@@ -46,6 +51,8 @@ def repair(data: bytes, evidence: Evidence) -> Optional[Repair]:
         reading = FileReading.of(data)
     except cst.ParserSyntaxError:
         return None
+    if evidence.kind == "numpy":
+        return _host_copy(reading, evidence)
     binding = find_binding(reading, evidence)
     if binding is None:
         return None
@@ -61,6 +68,31 @@ def repair(data: bytes, evidence: Evidence) -> Optional[Repair]:
     if new == data or python_syntax_error(new):
         return None
     return Repair(new, binding.line, binding.how, shown)
+
+
+def _host_copy(reading: FileReading, evidence: Evidence) -> Optional[Repair]:
+    """CG107's fix on the line that ran it: ``t.numpy()`` -> ``t.cpu().numpy()`` (after ``.detach()``)."""
+    edits: list[Edit] = []
+    shown = ""
+    for node, rng in reading.positions.items():
+        if not (isinstance(node, cst.Call) and rng.start.line <= evidence.line <= rng.end.line and not node.args):
+            continue
+        func = node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "numpy"):
+            continue
+        receiver = func.value
+        if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) \
+                and receiver.func.attr.value == "cpu":
+            continue
+        moved = func.with_changes(value=method_call(receiver, "cpu"))
+        edits.append(Replace(func, lambda _node, new=moved: new))
+        shown = _code(node.with_changes(func=moved))
+    if not edits:
+        return None
+    new = apply_edits(reading.module, edits).bytes
+    if python_syntax_error(new):
+        return None
+    return Repair(new, evidence.line, "host", shown)
 
 
 def _edits(binding: Binding, evidence: Evidence, device: str, torch_name: str) -> tuple[list[Edit], str]:
@@ -105,7 +137,7 @@ def _is_factory(value: cst.BaseExpression, torch_name: str) -> bool:
     if dotted is None or not dotted.startswith(torch_name + "."):
         return False
     qualified = "torch." + dotted[len(torch_name) + 1:]
-    if qualified not in FACTORIES or qualified in TENSOR_ARGUMENT_FACTORIES:
+    if qualified not in FACTORIES or qualified in TENSOR_ARGUMENT_FACTORIES or qualified in _RANDOM_FACTORIES:
         return False
     return not any(a.keyword is not None and a.keyword.value == "device" for a in value.args)
 
