@@ -12,6 +12,7 @@ repair, or after ``max_rounds``; the user's files are written only when the fina
 
 from __future__ import annotations
 
+import difflib
 import os
 import shutil
 import tempfile
@@ -272,9 +273,11 @@ def migrate(script: str, args=(), *, device: str = "auto", max_steps=None, synth
             ev, user_file, reason, old, fixed = applied
             draft.write(user_file, fixed.data)
             shown = os.path.relpath(user_file, cwd)
+            line = original_line(draft.originals[user_file], old, fixed.line)
             entry = {"round": len(rounds), "evidence": reason["cause"], "rule": ev.rule, "name": ev.name,
-                     "bound_at": f"{shown}:{fixed.line}",
-                     "kind": ev.kind, "met": f"{shown}:{ev.line}", "file": shown, "line": fixed.line,
+                     "bound_at": f"{shown}:{line}",
+                     "kind": ev.kind, "met": f"{shown}:{original_line(draft.originals[user_file], old, ev.line)}",
+                     "file": shown, "line": line,
                      "how": fixed.how, "edit": fixed.edit}
             rounds.append(entry)
             new_report = run_verify(reference)
@@ -284,7 +287,7 @@ def migrate(script: str, args=(), *, device: str = "auto", max_steps=None, synth
                 taken_back.append(entry)
                 continue
             report = new_report
-            misses.append({"rule": ev.rule, "file": shown, "line": fixed.line, "name": ev.name, "how": fixed.how})
+            misses.append({"rule": ev.rule, "file": shown, "line": line, "name": ev.name, "how": fixed.how})
         proven = report["verdict"] == "pass" and not cannot_run(report)
         changed = draft.changed()
         return {
@@ -297,6 +300,16 @@ def migrate(script: str, args=(), *, device: str = "auto", max_steps=None, synth
         }
     finally:
         draft.remove()
+
+
+def original_line(original: bytes, draft: bytes, line: int) -> int:
+    """The user's line for a line of the draft (which the rounds have added lines to)."""
+    a = original.decode("utf-8", errors="replace").splitlines()
+    b = draft.decode("utf-8", errors="replace").splitlines()
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if j1 < line <= j2:
+            return i1 + min(line - j1, max(1, i2 - i1)) if tag != "insert" else i1 + 1
+    return line
 
 
 def _first_reason(report: dict, mode: str) -> str:

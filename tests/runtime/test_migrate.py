@@ -1,0 +1,147 @@
+"""`cpu2gpu migrate`: the static rewrite, then rounds on the simulated GPU that repair what it missed.
+
+Each kind of evidence has a fixture under fixtures/migrate/ whose static rewrite does not train on
+the simulated GPU (asserted, so that a fixture the static pass learns to migrate shows up), and
+which migrate proves: the final verify passes against the original on sim and on the CPU fallback.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from cpu2gpu.runtime import migrate as migrate_module  # noqa: E402
+from cpu2gpu.runtime.migrate import migrate  # noqa: E402
+
+from ..conftest import HANG_GUARD_S  # noqa: E402
+
+pytestmark = pytest.mark.runtime
+MIGRATE = Path(__file__).resolve().parents[2] / "fixtures" / "migrate"
+
+
+def _copy(name: str, tmp_path: Path) -> Path:
+    target = tmp_path / name
+    shutil.copytree(MIGRATE / name, target, ignore=shutil.ignore_patterns("__pycache__"))
+    return target
+
+
+def _digest(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+
+
+def _migrate(folder: Path, entry: str, **kw) -> dict:
+    return migrate(str(folder / entry), cwd=str(folder), max_steps=5, timeout=HANG_GUARD_S, **kw)
+
+
+def _kinds(result: dict) -> list:
+    return [(m["rule"], m["file"], m["how"]) for m in result["static_misses"]]
+
+
+def test_batches_of_a_loop_in_another_file_are_moved_at_that_loop(tmp_path):
+    """A loader made by a function of data.py, handed to a training function of engine.py: the static
+    pass moves the model in main.py only; migrate moves the batches at engine.py's loop heads."""
+    folder = _copy("loader_tuple", tmp_path)
+    before = _digest(folder)
+    result = _migrate(folder, "main.py")
+    assert _digest(folder) == before  # nothing written without --in-place
+    assert result["rounds"][0]["files"] == ["main.py"]
+    assert result["proven"], result["ending"]
+    assert _kinds(result) == [("CG103", "engine.py", "loop"), ("CG103", "engine.py", "loop")]
+    engine = result["changed"][str(folder / "engine.py")].decode()
+    assert "        inputs, targets = inputs.to(device), targets.to(device)\n" in engine
+    assert engine.count("inputs.to(device)") == 2  # the training and the evaluation loop
+    assert result["taken_back"] == []
+
+
+@pytest.mark.slow
+def test_a_trainer_class_a_tensor_after_training_and_numpy(tmp_path):
+    """A Trainer (not a module) of a package, reached as `import pkg.fitting as fitting`, fits the loader
+    given to its method; after training, `model.predict(features[:8]).numpy()`."""
+    folder = _copy("trainer_pkg", tmp_path)
+    result = _migrate(folder, "run.py")
+    assert result["proven"], result["ending"]
+    assert _kinds(result) == [("CG103", "pkg/fitting.py", "loop"), ("CG102", "run.py", "assign"),
+                              ("CG107", "run.py", "host")]
+    run = result["changed"][str(folder / "run.py")].decode()
+    assert "features = torch.randn(96, 6).to(device)\n" in run  # drawn on the CPU: the original's numbers
+    assert "model.predict(features[:8]).cpu().numpy()" in run
+
+
+@pytest.mark.slow
+def test_a_plain_tensor_attribute_becomes_a_buffer(tmp_path):
+    folder = _copy("forward_mask", tmp_path)
+    result = _migrate(folder, "train.py")
+    assert result["proven"], result["ending"]
+    assert _kinds(result) == [("CG105", "train.py", "attribute")]
+    text = result["changed"][str(folder / "train.py")].decode()
+    assert 'self.register_buffer("scale", torch.linspace(0.5, 1.5, steps), persistent=False)' in text
+    # the training loop is not a DataLoader pass: the capped run ends at the cap, and says so
+    assert result["unreached"] and result["unreached"][0]["file"] == "train.py"
+
+
+@pytest.mark.slow
+def test_silent_cpu_training_moves_the_module_and_then_its_inputs(tmp_path):
+    """The model comes from getattr(zoo, "tiny")(8): the static pass sees no module, the sim run
+    trains on the CPU without an error; verify's audit is the evidence."""
+    folder = _copy("silent_cpu", tmp_path)
+    result = _migrate(folder, "fit.py")
+    assert result["rounds"][0]["files"] == []
+    assert result["proven"], result["ending"]
+    assert _kinds(result) == [("CG101", "fit.py", "assign"), ("CG102", "fit.py", "assign")]
+    assert [m["line"] for m in result["static_misses"]] == [8, 6]  # the user's lines, not the draft's
+
+
+@pytest.mark.slow
+def test_a_round_that_breaks_the_cpu_fallback_is_taken_back(tmp_path, monkeypatch):
+    """An edit that raises on a machine without a GPU is taken back; the next cause is repaired instead."""
+    folder = _copy("loader_tuple", tmp_path)
+    real = migrate_module.repair
+    calls = []
+
+    def breaking_then_real(data, evidence):
+        fixed = real(data, evidence)
+        if not calls and fixed is not None:
+            calls.append(evidence)
+            fixed.data += b"\nif not torch.cuda.is_available():\n    raise SystemExit(7)\n"
+        return fixed
+
+    monkeypatch.setattr(migrate_module, "repair", breaking_then_real)
+    result = _migrate(folder, "main.py")
+    assert len(result["taken_back"]) == 1
+    assert "exited with code 7" in result["taken_back"][0]["taken_back"]
+    for new in result["changed"].values():
+        assert b"SystemExit(7)" not in new
+
+
+def test_an_original_that_fails_is_unproven_and_nothing_is_written(tmp_path, cli):
+    folder = _copy("original_fails", tmp_path)
+    before = _digest(folder)
+    code, out, err = cli("migrate", str(folder / "train.py"), "--in-place", "--output-format", "json")
+    assert code == 3, (out, err)
+    data = json.loads(out)
+    assert not data["proven"] and data["written"] == []
+    assert data["cannot_run"].startswith("the original does not run here")
+    assert _digest(folder) == before
+
+
+@pytest.mark.slow
+def test_in_place_writes_the_proven_files_only_at_the_end(tmp_path, cli):
+    folder = _copy("loader_tuple", tmp_path)
+    original = {p: (folder / p).read_bytes() for p in ("main.py", "engine.py", "data.py", "model.py")}
+    code, out, err = cli("migrate", str(folder / "main.py"), "--in-place")
+    assert code == 0, (out, err)
+    assert "Wrote" in out
+    assert (folder / "data.py").read_bytes() == original["data.py"]
+    assert (folder / "model.py").read_bytes() == original["model.py"]
+    assert b"inputs.to(device)" in (folder / "engine.py").read_bytes()
+    # a second migration finds nothing to do: proven at round 0
+    code, out, err = cli("migrate", str(folder / "main.py"), "--output-format", "json")
+    data = json.loads(out)
+    assert code == 0 and data["proven"] and len(data["rounds"]) == 1 and data["changed_files"] == []
