@@ -85,6 +85,10 @@ def trend(ref: list, other: list, tol: float = TREND_TOL) -> dict:
     scale = max(abs(rt), abs(rh - rt), 1e-12)
     tail_diff = abs(ot - rt) / scale
     same_way = (rt < rh) == (ot < oh) or abs(rt - rh) <= 0.01 * abs(rh) + ATOL
+    # A reference that hardly moved (a few capped steps of a noisy loss) has no direction to keep:
+    # ending where it ends is the agreement then.
+    barely_moved = abs(rt - rh) <= tol * max(abs(rh), 1e-12) and tail_diff <= tol
+    same_way = same_way or barely_moved
     progress_alike = False
     if min(rh, rt, oh, ot) > 0:
         progress_alike = abs(math.log((ot / oh) / (rt / rh))) <= math.log(2)

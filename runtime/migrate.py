@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cpu2gpu.engine import SourceError, rewrite_data
-from cpu2gpu.migration import Evidence, repair
+from cpu2gpu.migration import Evidence, repair, rule_fix
 from cpu2gpu.project import Project, find_root, project_seeds
 from cpu2gpu.seeds import NO_SEEDS
 
@@ -32,6 +32,8 @@ from .verify import OK, VerifyError, verify
 MAX_ROUNDS = 8
 # What a run locates that an edit at the binding repairs (diagnose.subject's kinds).
 REPAIRABLE = ("CG101", "CG102", "CG103", "CG104", "CG105", "CG107")
+# Located causes that the rule's own fix repairs (in the file and at the line verify names).
+RULE_FIXED = ("CG106", "CG108", "CG109", "CG110", "CG111", "CG112", "CG113", "CG114", "CG117", "CG201", "CG203")
 # Exit codes: proven, not proven (verify still fails), a usage error, cannot be judged here.
 EXIT_PROVEN, EXIT_UNPROVEN, EXIT_ERROR, EXIT_CANNOT_RUN = 0, 1, 2, 3
 
@@ -164,7 +166,15 @@ def evidence_of(report: dict, draft: Draft, tried: set) -> list[tuple[Evidence, 
         return []
     out = []
     for reason in report["reasons"]:
-        if reason["run"] != device["label"] or reason.get("rule") not in REPAIRABLE:
+        if reason["run"] != device["label"]:
+            continue
+        if reason.get("rule") in RULE_FIXED and reason.get("where") and reason["where"].get("file"):
+            ev = Evidence(rule=reason["rule"], kind="rule", name="", line=reason["where"]["line"])
+            user_file = _user_path(reason["where"]["file"], draft)
+            if user_file is not None and (ev, user_file) not in tried:
+                out.append((ev, user_file, reason))
+            continue
+        if reason.get("rule") not in REPAIRABLE:
             continue
         diagnosis = device.get("diagnosis") or {}
         subject = diagnosis.get("subject") if diagnosis.get("cause") == reason["cause"] else None
@@ -261,7 +271,7 @@ def migrate(script: str, args=(), *, device: str = "auto", max_steps=None, synth
                 if is_notebook(user_file):
                     continue  # a notebook's cells are rewritten statically only
                 old = draft.read(user_file)
-                fixed = repair(old, ev)
+                fixed = rule_fix(old, user_file, ev.rule, ev.line) if ev.kind == "rule" else repair(old, ev)
                 if fixed is None:
                     continue
                 applied = (ev, user_file, reason, old, fixed)

@@ -20,7 +20,7 @@ def _round_line(entry: dict) -> str:
         return line + "".join(f"\n  error: {e}" for e in entry.get("errors", ()))
     made = {"loop": "came from the loop at", "assign": "was bound at", "unpack": "was unpacked at",
             "attribute": "was set at"}.get(entry["how"], "was bound at")
-    if entry["how"] == "host":
+    if entry["how"] in ("host", "rule"):
         line = (f"round {entry['round']}: {entry['rule']}: {entry['evidence']} -> {_how(entry)} at "
                 f"{entry['bound_at']}: `{entry['edit']}`")
     else:
@@ -34,7 +34,7 @@ def _round_line(entry: dict) -> str:
 def _how(entry: dict) -> str:
     return {"loop": "moved at the loop head", "assign": "moved where it is bound",
             "unpack": "moved after it is unpacked", "attribute": "registered as a buffer",
-            "host": "copied to the host first"}.get(entry["how"], "moved")
+            "host": "copied to the host first", "rule": "fixed by the rule's own fix"}.get(entry["how"], "moved")
 
 
 def _ending(result: dict) -> str:

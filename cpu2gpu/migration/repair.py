@@ -70,6 +70,33 @@ def repair(data: bytes, evidence: Evidence) -> Optional[Repair]:
     return Repair(new, binding.line, binding.how, shown)
 
 
+def rule_fix(data: bytes, path: str, code: str, line: int) -> Optional[Repair]:
+    """The engine's own fix of rule ``code`` in this file (unsafe ones too: the run that follows is the
+    proof), for a cause a run located but no binding edit repairs: a layer kept in a plain list
+    (CG109), a layer built in forward (CG111)."""
+    from ..engine import SourceError, rewrite_data, select_rules
+    from ..rules import RULES_BY_CODE
+
+    if code not in RULES_BY_CODE:
+        return None
+    try:
+        new = rewrite_data(data, path, select_rules(select=[code]), unsafe_fixes=True)[1]
+    except SourceError:
+        return None
+    if new == data:
+        return None
+    changed, text = _first_changed_line(data, new)
+    return Repair(new, changed or line, "rule", text)
+
+
+def _first_changed_line(old: bytes, new: bytes) -> tuple[int, str]:
+    """The first line that differs, and its new text."""
+    for number, (a, b) in enumerate(zip(old.splitlines(), new.splitlines()), start=1):
+        if a != b:
+            return number, b.decode("utf-8", errors="replace").strip()
+    return 0, ""
+
+
 def _host_copy(reading: FileReading, evidence: Evidence) -> Optional[Repair]:
     """CG107's fix on the line that ran it: ``t.numpy()`` -> ``t.cpu().numpy()`` (after ``.detach()``)."""
     edits: list[Edit] = []

@@ -39,3 +39,14 @@ def test_device_rng_runs_are_compared_by_trend():
     assert res["method"] == "trend" and res["ok"] and "device RNG" in res["note"]
     res = compare(ref, dict(dev, device_rng=False))
     assert res["method"] == "step" and not res["ok"] and res["first_divergence"]["step"] == 1
+
+
+def test_trend_of_a_few_noisy_steps_that_hardly_move_is_where_they_end():
+    """Five capped steps of a noisy loss (a diffusion loss with device-side draws): the reference
+    moved down by 1%, the other up by 1%, both end at the same place: not a divergence."""
+    ref = [0.91, 0.90, 0.92, 0.89, 0.90]
+    other = [0.89, 0.91, 0.90, 0.92, 0.899]
+    assert trend(ref, other)["ok"]
+    # a run that ends far away still fails, and so does one that rises while the reference learns
+    assert not trend(ref, [0.9, 1.1, 1.3, 1.5, 1.8])["ok"]
+    assert not trend([1.0, 0.8, 0.6, 0.4, 0.2], [1.0, 1.0, 1.0, 1.0, 1.0])["ok"]
