@@ -170,6 +170,10 @@ def main(argv=None) -> int:
     cuda_drew = harness.track_cuda_rng() if opts.mode == "cuda" else None
 
     script = os.path.abspath(opts.script)
+    if rec.cap is not None:
+        from . import cappedloops
+
+        cappedloops.install(rec.cap, rec.is_user_file)
     sys.argv = [opts.script] + list(opts.args)
     sys.path[0] = os.path.dirname(script)
 
@@ -178,7 +182,12 @@ def main(argv=None) -> int:
     stop_reason = None  # why --max-steps had to end the run (stepcap)
     t_script = time.perf_counter()
     try:
-        namespace = notebookrun.run(script) if is_notebook(script) else runpy.run_path(script, run_name="__main__")
+        if is_notebook(script):
+            namespace = notebookrun.run(script)
+        elif rec.cap is not None:
+            namespace = cappedloops.run_script(script)
+        else:
+            namespace = runpy.run_path(script, run_name="__main__")
     except harness.StopRun as e:
         status = "max_steps"
         stop_reason = e.args[0] if e.args else None

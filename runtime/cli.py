@@ -27,7 +27,7 @@ EXIT_CODES = {"pass": 0, "fail": 1, "error": 2, "needs-data": 3}
 @click.option("--max-steps", type=click.IntRange(min=1), default=None,
               help="Cap the training at N optimizer steps and let the code after the training run (evaluation, "
                    ".numpy(), saving): DataLoader passes then end after one batch, evaluation passes get "
-                   "a few, later steps do nothing. A loop not over a DataLoader ends the run at step N, "
+                   "a few, later steps do nothing; any other for loop that steps ends after the cap. A while loop that trains ends the run at step N, "
                    "as does training that goes on long after the cap.")
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=600.0, show_default=True,
               help="Seconds before a run is stopped.")

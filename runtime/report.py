@@ -119,6 +119,12 @@ def device_calls(run: dict) -> str:
 def _pass_lines(report: dict) -> list:
     runs = report["runs"]
     lines = ["verdict: PASS"]
+    stopped = [r for r in runs if r["role"] == "migrated" and (r.get("cap") or {}).get("ended") in ("loop", "ceiling")]
+    if stopped:
+        at = (stopped[0]["cap"].get("stopped_at") or {})
+        place = f"{at.get('file')}:{at.get('line')}" if at.get("file") else "the cap"
+        lines = [f"verdict: PASS up to {place} only: the capped run stopped there, the code after it never ran "
+                 f"and is not proven"]
     dev = next((r for r in runs if r["mode"] in ("cuda", "sim", "sim-mps", "mps", "xpu")), None)
     if dev:
         if dev["device_forward_calls"] or not dev.get("trained_devices"):

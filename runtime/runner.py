@@ -82,10 +82,13 @@ def copy_tree(src: str, dst: str) -> list:
     copied_bytes = copied_files = 0
     linked = []
     can_clone = True
+    inside = os.path.realpath(dst)
     for dirpath, dirnames, filenames in os.walk(src):
         dirnames[:] = [
             d for d in dirnames
             if d not in SKIP_DIRS and not os.path.exists(os.path.join(dirpath, d, "pyvenv.cfg"))
+            # the copy itself, when it lies inside the folder copied (a script run from /tmp)
+            and not (inside + os.sep).startswith(os.path.realpath(os.path.join(dirpath, d)) + os.sep)
         ]
         rel = os.path.relpath(dirpath, src)
         target_dir = os.path.join(dst, rel) if rel != "." else dst

@@ -72,15 +72,17 @@ class Loop:
 
 
 class Pass:
-    __slots__ = ("loop", "iterator", "mark", "after_cap", "ended", "explicit")
+    __slots__ = ("loop", "iterator", "mark", "after_cap", "ended", "explicit", "generic", "undriven_mark")
 
-    def __init__(self, loop: Loop, it):
+    def __init__(self, loop: Loop, it, generic: bool = False):
         self.loop = loop
         self.iterator = weakref.ref(it)  # a pass left by `break` is over once its iterator is gone
         self.mark = None  # step count at its last batch
         self.after_cap = 0  # batches yielded after the cap
         self.ended = False
         self.explicit = False  # its last batch came from an explicit next()
+        self.generic = generic  # a for loop over anything else (cappedloops): no evaluation budget
+        self.undriven_mark = None  # StepCap.undriven at its last item
 
 
 class StepCap:
@@ -96,52 +98,66 @@ class StepCap:
         self.at = None  # where the N-th step was taken
         self.stopped_at = None
         self.loops: dict = {}
+        self.generic_loops: dict = {}  # the other for loops (cappedloops)
+        self.undriven = 0  # steps (counted or skipped) that no DataLoader pass drove
+        self._skipping_undriven = False
         self._latest = None  # the pass that yielded the latest batch
+        self._latest_generic = None  # the for loop over anything else that yielded the latest item
         self._hidden: list = []
         self.lines = Lines(rec.is_user_file)
 
     # -- loaders -------------------------------------------------------------
 
-    def _loop_at(self, frame) -> Loop:
+    def _loop_at(self, frame, generic: bool = False) -> Loop:
         where = self.rec.user_location(frame)
         key = (where["file"], where["line"]) if where else None
-        loop = self.loops.get(key)
+        loops = self.generic_loops if generic else self.loops  # the report lists the DataLoader passes
+        loop = loops.get(key)
         if loop is None:
-            loop = self.loops[key] = Loop(where)
+            loop = loops[key] = Loop(where)
         return loop
 
-    def new_pass(self, it, frame) -> Pass:
-        p = Pass(self._loop_at(frame), it)
+    def new_pass(self, it, frame, generic: bool = False) -> Pass:
+        p = Pass(self._loop_at(frame, generic), it, generic)
         p.loop.passes += 1
         if self.capped:
             p.loop.passes_after_cap += 1
         setattr(it, _PASS, p)
         return p
 
-    def gate(self, it, frame) -> Pass | None:
+    def gate(self, it, frame, generic: bool = False) -> Pass | None:
         """The pass `it` belongs to, or None when the cap ends it here."""
-        p = getattr(it, _PASS, None) or self.new_pass(it, frame)
+        p = getattr(it, _PASS, None) or self.new_pass(it, frame, generic)
         if self.capped and _in_for_loop(frame):
-            stepped = p.mark is not None and self.step_events > p.mark
-            if p.ended or stepped or p.after_cap >= EVAL_BATCHES:
+            if p.generic:  # cut only by steps that no DataLoader pass drives: those run dry on their own
+                stepped = p.undriven_mark is not None and self.undriven > p.undriven_mark
+            else:
+                stepped = p.mark is not None and self.step_events > p.mark
+            if p.ended or stepped or (not p.generic and p.after_cap >= EVAL_BATCHES):
                 p.ended = True
                 return None
         return p
 
     def on_batch(self, p: Pass, frame) -> None:
         p.mark = self.step_events
+        p.undriven_mark = self.undriven
         p.explicit = not _in_for_loop(frame)
         p.loop.batches += 1
         if self.capped:
             p.after_cap += 1
             p.loop.batches_after_cap += 1
-        self._latest = p
+        if p.generic:
+            self._latest_generic = p
+        else:
+            self._latest = p
 
     def _driving(self) -> Pass | None:
-        """The pass over a DataLoader (in a for loop) that the coming step trains on, if any: the
-        latest, while it goes on, or (a step after the loop, of accumulated gradients) right after
-        its last batch."""
-        p = self._latest
+        """The pass that the coming step trains on, if any: over a DataLoader first, else over anything
+        (cappedloops) -- the latest, while it goes on, or (a step after the loop, of accumulated
+        gradients) right after its last batch."""
+        return self._driving_of(self._latest) or self._driving_of(self._latest_generic)
+
+    def _driving_of(self, p: Pass | None) -> Pass | None:
         if p is None or p.explicit:
             return None
         if self.step_events == p.mark:
@@ -173,6 +189,7 @@ class StepCap:
                     self._hidden.append((p, p.grad))
                     p.grad = None
         self.suppressing = True
+        self._skipping_undriven = self._driving_of(self._latest) is None
         driver.loop.skipped_steps += 1
         return None
 
@@ -184,10 +201,14 @@ class StepCap:
         self.suppressing = False
         self.skipped += 1
         self.step_events += 1
+        if self._skipping_undriven:
+            self.undriven += 1
 
     def counted(self, frame) -> None:
         """After a counted step: note it; the N-th caps the training."""
         driver = self._driving()
+        if self._driving_of(self._latest) is None:
+            self.undriven += 1
         self.step_events += 1
         if driver is not None:
             driver.loop.steps += 1

@@ -90,18 +90,26 @@ def test_a_bug_after_the_training_is_found_and_its_fix_passes(fixtures_dir):
 def test_loops_that_cannot_run_dry_end_the_run_and_say_why(fixtures_dir):
     reports = _run_all(fixtures_dir, {
         "tensors": ("linreg_migrated.py", {"device": "cpu", "max_steps": 5}),
+        "while": ("while_training.py", {"device": "cpu", "max_steps": 5}),
         "epochs": ("after_training_many_epochs.py", {"device": "cpu", "max_steps": 2}),
         "short": ("linreg_migrated.py", {"device": "cpu", "max_steps": 500}),
     })
     for rep in reports.values():
         assert rep["verdict"] == "pass", rep["reasons"]
 
-    # `for epoch in range(100)` over tensors: stopped at the cap, as --max-steps always did
+    # `for epoch in range(100)` over tensors: the loop ends at the cap and the code after it runs
     [run] = reports["tensors"]["runs"]
-    step_line = _line_of(os.path.join(fixtures_dir, "linreg_migrated.py"), "optimizer.step()")
+    assert run["status"] == "max_steps" and run["steps"] == 5 and len(run["losses"]) == 5
+    assert run["cap"]["ended"] == "end" and run["cap"]["lines_after_cap"] > 0
+    assert "could not be run dry" not in to_text(reports["tensors"])
+
+    # a `while` loop cannot be ended: stopped at the cap, and the report says so
+    [run] = reports["while"]["runs"]
+    step_line = _line_of(os.path.join(fixtures_dir, "while_training.py"), "optimizer.step()")
     assert run["status"] == "max_steps" and run["steps"] == 5 and len(run["losses"]) == 5
     assert run["cap"]["ended"] == "loop" and run["cap"]["stopped_at"]["line"] == step_line
-    assert "could not be run dry" in to_text(reports["tensors"])
+    assert "could not be run dry" in to_text(reports["while"])
+    assert f"verdict: PASS up to while_training.py:{step_line} only" in to_text(reports["while"])
 
     # endless one-batch epochs: each takes its batch after the cap, up to the ceiling
     [run] = reports["epochs"]["runs"]
@@ -112,6 +120,28 @@ def test_loops_that_cannot_run_dry_end_the_run_and_say_why(fixtures_dir):
     # a script shorter than the cap runs as without it
     [run] = reports["short"]["runs"]
     assert run["status"] == "ok" and run["steps"] == 100 and not run["cap"]["reached"]
+
+
+def test_a_bug_after_a_loop_over_range_is_found(tmp_path):
+    """`for step in range(400)` with optimizer steps, then a .numpy() of a device tensor: the loop
+    ends at the cap and the bug after it fails the verdict (it used to pass, never reached)."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\n"
+        "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+        "model = torch.nn.Linear(3, 1).to(device)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "x = torch.randn(16, 3, device=device)\n"
+        "for step in range(400):\n"
+        "    opt.zero_grad()\n"
+        "    loss = model(x).pow(2).mean()\n"
+        "    loss.backward()\n"
+        "    opt.step()\n"
+        "print(model(x).detach().numpy().shape)\n")
+    report = verify(str(script), device="sim", max_steps=3, cwd=str(tmp_path), timeout=HANG_GUARD_S)
+    assert report["verdict"] == "fail"
+    assert [r["rule"] for r in report["reasons"]] == ["CG107"]
+    assert report["reasons"][0]["where"]["line"] == 11
 
 
 def test_the_help_says_the_code_after_the_training_runs():

@@ -1,0 +1,121 @@
+"""--max-steps for every ``for`` loop of the user's code, not only the passes over a DataLoader.
+
+``for step in range(400): ... optimizer.step()`` cannot be run dry the way a DataLoader pass is
+(stepcap), so the run used to end at the cap, and the code after the loop (evaluation, a
+``.numpy()`` of predictions, saving) never ran: a bug there passed unseen. Here the user's files
+are compiled with each ``for`` statement's iterable wrapped, ``for x in _cpu2gpu_capped(it):``,
+on the same line and column, so that tracebacks, diagnoses and line numbers stay the user's. The
+wrapper makes the loop a pass of the step cap: once the cap is reached, the loop ends at its next
+item if an optimizer step ran since its last one (a training loop, or an epoch loop around one),
+and the code after it runs. Loops that take no step (evaluation, a loop over timesteps in
+``forward``) are never cut. A DataLoader keeps its own pass (stepcap), unwrapped.
+
+``while`` loops are left as they are: a step after the cap that no pass drives still ends the run,
+and the report says where.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import importlib.abc
+import importlib.machinery
+import runpy
+import sys
+
+WRAPPER = "_cpu2gpu_capped"
+
+
+class _WrapForLoops(ast.NodeTransformer):
+    def visit_For(self, node: ast.For) -> ast.For:
+        self.generic_visit(node)
+        call = ast.Call(func=ast.Name(WRAPPER, ast.Load()), args=[node.iter], keywords=[])
+        node.iter = ast.copy_location(call, node.iter)
+        ast.copy_location(call.func, node.iter)
+        return node
+
+
+def compile_capped(source: bytes, path: str):
+    """The code of a user's file with its for loops' iterables wrapped (same lines and columns)."""
+    tree = _WrapForLoops().visit(ast.parse(source, path))
+    return compile(ast.fix_missing_locations(tree), path, "exec", dont_inherit=True)
+
+
+class _CappedIterator:
+    """A for loop's iterator that the step cap can end (see stepcap.StepCap.gate)."""
+
+    __slots__ = ("_it", "_cpu2gpu_pass", "__weakref__")
+
+    def __init__(self, it):
+        self._it = it
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        cap = _CAP
+        frame = sys._getframe(1)
+        p = cap.gate(self, frame, generic=True)
+        if p is None:
+            raise StopIteration
+        try:
+            item = next(self._it)
+        except StopIteration:
+            p.ended = True
+            raise
+        cap.on_batch(p, frame)
+        return item
+
+
+_CAP = None
+_LOADER_ITER: tuple = ()
+
+
+def capped(iterable):
+    it = iter(iterable)
+    if _CAP is None or isinstance(it, _LOADER_ITER):
+        return it  # a DataLoader's own pass is capped by stepcap
+    return _CappedIterator(it)
+
+
+class _CappedLoader(importlib.machinery.SourceFileLoader):
+    """A user's module, compiled with its loops capped (never from a cached .pyc)."""
+
+    def get_code(self, fullname):
+        path = self.get_filename(fullname)
+        return compile_capped(self.get_data(path), path)
+
+
+class _UserFiles(importlib.abc.MetaPathFinder):
+    def __init__(self, is_user_file):
+        self.is_user_file = is_user_file
+
+    def find_spec(self, fullname, path=None, target=None):
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+        if spec is None or not isinstance(spec.loader, importlib.machinery.SourceFileLoader):
+            return None
+        if not spec.origin or not self.is_user_file(spec.origin):
+            return None
+        spec.loader = _CappedLoader(fullname, spec.origin)
+        return spec
+
+
+def install(cap, is_user_file) -> None:
+    """Cap the for loops of the user's files that are imported from now on."""
+    global _CAP, _LOADER_ITER
+    from torch.utils.data import dataloader
+
+    _CAP = cap
+    _LOADER_ITER = (dataloader._BaseDataLoaderIter,)
+    setattr(builtins, WRAPPER, capped)
+    sys.meta_path.insert(0, _UserFiles(is_user_file))
+
+
+def run_script(path: str) -> dict:
+    """``runpy.run_path(path, run_name="__main__")``, with the script's loops capped."""
+    run_code = getattr(runpy, "_run_module_code", None)
+    with open(path, "rb") as f:
+        source = f.read()
+    if run_code is None:
+        return runpy.run_path(path, run_name="__main__")
+    return run_code(compile_capped(source, path), None, "__main__", None, "", path)
