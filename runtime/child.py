@@ -224,10 +224,12 @@ def main(argv=None) -> int:
     if progress_writer:
         progress_writer.write(end=True)
 
+    cuda_queries = 0
     if opts.mode in ("sim", "sim-mps"):
         from . import sim
 
         device_rng = sim.rng_draws() > 0
+        cuda_queries = sim.cuda_queries
     elif opts.mode == "cuda":
         device_rng = cuda_drew()
     else:
@@ -256,6 +258,7 @@ def main(argv=None) -> int:
         "exception": exception,
         "diagnosis": diagnosis,
         "device_rng": device_rng,
+        "cuda_queries": cuda_queries,
         "seed": opts.seed,
         "script_seconds": t_end - t_script,
         "setup_seconds": t_script - t0,

@@ -842,8 +842,19 @@ def _patch_cuda_module():
     torch.backends.cudnn.is_acceptable = _const(False)
 
 
+cuda_queries = 0  # sim-mps: how often the script asked torch.cuda.is_available() (answered False)
+
+
 def _patch_mps_module():
     """An Apple machine: torch.backends.mps answers yes, torch.cuda stays as it is (no CUDA there)."""
+    cuda_is_available = torch.cuda.is_available
+
+    def is_available():
+        global cuda_queries
+        cuda_queries += 1
+        return cuda_is_available()
+
+    torch.cuda.is_available = is_available
     mps = torch.backends.mps
     mps.is_available = _const(True)
     mps.is_built = _const(True)

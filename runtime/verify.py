@@ -99,6 +99,12 @@ def judge(specs: list, results: list, rtol=None) -> dict:
                 reasons.append(_reason(  # no module at all: the optimizer trains plain tensors
                     spec, f"the tensors the optimizer trains stayed on the CPU in the {spec.mode} run",
                     "CG102", "tensor-not-moved"))
+            elif spec.mode in ("sim-mps", "mps") and res.get("cuda_queries"):
+                # the model was moved to what the device line picked: the CPU, on a machine without CUDA
+                reasons.append(_reason(
+                    spec, f"no module ran on the device in the {spec.mode} run: the device line picks only CUDA "
+                          f"(torch.cuda.is_available() is False on an Apple GPU), so the script ran on the CPU; "
+                          f"pick the accelerator instead: cpu2gpu rewrite --device-style accelerator"))
             else:
                 reasons.append(_reason(
                     spec, f"no module ran on the device in the {spec.mode} run: the model (and its inputs) "

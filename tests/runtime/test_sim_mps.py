@@ -37,3 +37,15 @@ def test_float64_fails_on_sim_mps_and_the_fix_passes(fixtures_dir):
 def test_real_mps_is_refused_where_there_is_none(fixtures_dir):
     with pytest.raises(VerifyError, match="no mps device here"):
         verify(os.path.join(fixtures_dir, "linreg_mps.py"), device="mps", cwd=fixtures_dir)
+
+
+def test_a_cuda_only_device_line_is_blamed_not_the_model(fixtures_dir):
+    """linreg_migrated.py moves its model to torch.device("cuda" if torch.cuda.is_available() else "cpu"):
+    on an Apple GPU that is the CPU. The cause is the device line, not a model left unmoved (CG101)."""
+    report = verify(os.path.join(fixtures_dir, "linreg_migrated.py"), device="sim-mps", cwd=fixtures_dir,
+                    max_steps=5, timeout=HANG_GUARD_S)
+    assert report["verdict"] == "fail"
+    [reason] = report["reasons"]
+    assert reason["rule"] is None
+    assert "device line picks only CUDA" in reason["cause"]
+    assert "--device-style accelerator" in reason["cause"]
