@@ -138,7 +138,9 @@ def _pass_lines(report: dict) -> list:
     for c in report["comparisons"]:
         if c["compared"] == 0:
             continue
-        how = (f"the same losses over {c['compared']} steps (max rel diff {c['max_rel_diff']:.2g})"
+        grew = (f"; within {c['rtol']:g} x the step number only: rounding differences of another summation "
+                f"order add up over the steps" if c.get("tolerance_grew") else "")
+        how = (f"the same losses over {c['compared']} steps (max rel diff {c['max_rel_diff']:.2g}{grew})"
                if c["method"] == "step" else distributed_report.how_alike(c) if c["method"] == "distributed"
                else f"the same loss trend over {c['compared']} steps")
         lines.append(f"  learns the same: {c['run']} has {how} as {c['reference']}")

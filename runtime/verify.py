@@ -149,7 +149,8 @@ def judge(specs: list, results: list, rtol=None) -> dict:
                 d = c["first_divergence"]
                 if c["method"] == "step":
                     cause = (f"the losses part from {ref_spec.label} at step {d['step']}: {d['value']:.6g} against "
-                             f"{d['reference']:.6g} (relative difference {d['rel_diff']:.2g} > {c['rtol']:g})")
+                             f"{d['reference']:.6g} (relative difference {d['rel_diff']:.2g} > "
+                             f"{d.get('tolerance', c['rtol']):.2g}, the tolerance at that step)")
                 else:
                     cause = (f"the loss trend differs from {ref_spec.label}: it ends near {d['value']:.6g} "
                              f"against {d['reference']:.6g}")

@@ -50,3 +50,19 @@ def test_trend_of_a_few_noisy_steps_that_hardly_move_is_where_they_end():
     # a run that ends far away still fails, and so does one that rises while the reference learns
     assert not trend(ref, [0.9, 1.1, 1.3, 1.5, 1.8])["ok"]
     assert not trend([1.0, 0.8, 0.6, 0.4, 0.2], [1.0, 1.0, 1.0, 1.0, 1.0])["ok"]
+
+
+def test_the_step_tolerance_grows_with_the_step():
+    """A rounding apart at the start, carried on by training: 9.8e-05 at step 13 is within 13 x 1e-5;
+    the same difference at step 2 is not; a placement bug's difference is not at any step."""
+    ref = [1.0 - 0.05 * i for i in range(13)]
+    drift = [r * (1 + 9.8e-5 * (i + 1) / 13) for i, r in enumerate(ref)]
+    res = step_by_step(ref, drift, rtol=1e-5)
+    assert res["ok"] and res["tolerance_grew"]
+    early = list(ref)
+    early[1] *= 1 + 9.8e-5
+    res = step_by_step(ref, early, rtol=1e-5)
+    assert not res["ok"] and res["first_divergence"]["step"] == 2
+    assert math.isclose(res["first_divergence"]["tolerance"], 2e-5)
+    assert not step_by_step(ref, [r * 1.01 for r in ref], rtol=1e-5)["ok"]
+    assert step_by_step(ref, list(ref), rtol=1e-5)["tolerance_grew"] is False
