@@ -44,6 +44,10 @@ _TEXT_FRAME = re.compile(
     r'^  File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[^\n]+)\n(?:    (?P<source>[^\n]*))?', re.M)
 _LOADER_WORKER = re.compile(r"in DataLoader worker process \d+")
 _LOSS_WEIGHTS = ("weight", "pos_weight")
+# An op that reached the simulated device's own backend key without the simulator's Python layer: no
+# kernel is registered there ("Could not run 'aten::_local_scalar_dense' with arguments from the
+# 'simcuda' backend"), so the simulation, not the script, cannot go on.
+_SIM_BACKEND = re.compile(r"Could not run '([\w:.]+)' with arguments from the '(?:simcuda|simmps|PrivateUse1)' backend")
 
 
 def finding(cause: str, rule: str | None, where: dict | None, subject: dict | None = None) -> dict:
@@ -436,6 +440,15 @@ def explain(exc: BaseException, tb, rec, display) -> dict | None:
         at = frames[-1].at() if frames else "an unknown line"
         return finding(f"the optimizer got a tensor that is not a leaf at {at}: nn.Parameter(...).to(device) "
                        f"returns a copy on the GPU, not the parameter; move the data first", "CG112", where)
+    if isinstance(exc, NotImplementedError) and _SIM_BACKEND.search(msg):
+        frames = _user_frames(tb, rec, display)
+        where = frames[-1].where if frames else None
+        at = frames[-1].at() if frames else "an unknown line"
+        op = _SIM_BACKEND.search(msg).group(1)
+        out = finding(f"the simulated device cannot run {op} on the path taken at {at}: a limit of the "
+                      f"simulation, not a fault of the migration (run on a GPU to judge this script)", None, where)
+        out["sim_limit"] = True
+        return out
     tb_start = tb
     frames = _user_frames(tb, rec, display)
     deepest = frames[-1] if frames else None

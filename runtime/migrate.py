@@ -153,6 +153,9 @@ def cannot_run(report: dict) -> str | None:
         needs = report.get("needs_data") or []
         what = needs[0]["path"] if needs else "a data file"
         return f"needs data: {what} (or run with --synthetic-data)"
+    limit = next((r["cause"] for r in report["reasons"] if r.get("sim_limit")), None)
+    if limit:
+        return limit
     if original is not None and original["status"] not in OK:
         reason = next((r["cause"] for r in report["reasons"] if r["run"] == original["label"]), original["status"])
         return f"the original does not run here: {reason}"

@@ -217,8 +217,13 @@ def to_text(report: dict) -> str:
     elif v == "needs-data":
         out += _needs_data_lines(report)
     else:
-        out.append("verdict: FAIL" if v == "fail" else
-                   "verdict: ERROR — the original failed on the CPU, so there is nothing to compare with")
+        if v == "fail":
+            out.append("verdict: FAIL")
+        elif any(r.get("sim_limit") for r in report["reasons"]):
+            out.append("verdict: ERROR — the simulated device cannot run this script, so no verdict about the "
+                       "migration can be reached here")
+        else:
+            out.append("verdict: ERROR — the original failed on the CPU, so there is nothing to compare with")
         for r in report["reasons"]:
             rule = f" \u2014 {r['rule']} ({r['rule_name']})" if r.get("rule") else ""
             out.append(f"  {r['run']}: {r['cause']}{rule}")

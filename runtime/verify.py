@@ -89,7 +89,10 @@ def judge(specs: list, results: list, rtol=None) -> dict:
             continue  # not a finding about the migration: reported below, as its own verdict
         if res["status"] not in OK:
             failure = _run_failure(spec, res)
-            (errors if spec.role == "original" else reasons).append(failure)
+            limit = bool((res.get("diagnosis") or {}).get("sim_limit"))  # the simulator's, not the script's
+            if limit:
+                failure["sim_limit"] = True
+            (errors if spec.role == "original" or limit else reasons).append(failure)
         elif spec.mode in DEVICE_MODES and res["device_forward_calls"] == 0 \
                 and not any(d != "cpu" for d in res.get("trained_devices", ())):
             if not res.get("steps"):

@@ -325,3 +325,16 @@ def test_a_step_between_forward_and_backward_raises_on_the_device_as_on_the_cpu(
         assert run["status"] == "error", (label, run["status"])
         assert "modified by an inplace operation" in run["exception"]["message"], run["exception"]
         assert run["exception"]["line"] == HEADER.count("\n") + 12
+
+
+def test_an_op_the_simulator_cannot_run_is_its_limit_not_a_failed_migration(fixtures_dir):
+    from cpu2gpu.runtime.report import to_text
+    from cpu2gpu.runtime.verify import verify as run_verify
+
+    report = run_verify(os.path.join(fixtures_dir, "sim_limit.py"), device="sim", cwd=fixtures_dir,
+                        timeout=900)
+    assert report["verdict"] == "error"
+    [reason] = report["reasons"]
+    assert reason["sim_limit"] and reason["rule"] is None
+    assert "aten::_local_scalar_dense" in reason["cause"] and "not a fault of the migration" in reason["cause"]
+    assert "the simulated device cannot run this script" in to_text(report)
