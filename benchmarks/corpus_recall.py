@@ -117,7 +117,6 @@ def table(result: dict, details: bool) -> str:
                  f"{m['missed']:>5} {m['extra']:>5}   {s['needed']:>4}/{s['matched']:<4}   "
                  f"{o['needed']:>3}/{o['matched']:>3}/{o['extra']:<3}")
     recall = m["matched"] / m["needed"] if m["needed"] else 1.0
-    setup_recall = s["matched"] / s["needed"] if s["needed"] else 1.0
     same = sum(r["identical"] for r in rows)
     lines.append(f"move recall {m['matched']}/{m['needed']} = {recall:.1%}; extra moves {m['extra']}; "
                  f"device setup {s['matched']}/{s['needed']} (extra {s['extra']}); "

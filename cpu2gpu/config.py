@@ -10,7 +10,7 @@ import libcst
 
 from .files import PatternError, check_patterns
 from .fixes import ACCELERATOR_DEVICE
-from .torchfloor import DDP_ACCELERATOR_MINIMUM, DEVICE_STYLES, StyleError, resolve_style
+from .torchfloor import DDP_ACCELERATOR_MINIMUM, DEVICE_STYLES, resolve_style
 
 try:
     import tomllib

@@ -236,7 +236,9 @@ class StepCap:
             ended = stop_reason
         else:
             ended = {"ok": "end", "max_steps": "end"}.get(status, status)
-        place = (lambda w: {"file": display(w["file"]), "line": w["line"]} if w else None)
+        def place(w):
+            return {"file": display(w["file"]), "line": w["line"]} if w else None
+
         return {
             "max_steps": self.max_steps, "reached": self.capped, "ended": ended,
             "at": place(self.at), "stopped_at": place(self.stopped_at),

@@ -46,7 +46,6 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
-import os
 import shutil
 import subprocess
 import sys

@@ -53,8 +53,8 @@ from pathlib import Path
 
 warnings.simplefilter("ignore", SyntaxWarning)  # the projects' own `x is 'lit'`
 
-import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+import libcst as cst  # noqa: E402  (after the warnings filter: libcst's import compiles the projects' code)
+from libcst.metadata import MetadataWrapper, PositionProvider  # noqa: E402
 
 FACTORIES = {
     "zeros", "ones", "empty", "full", "eye", "arange", "range", "linspace", "logspace",
@@ -464,7 +464,7 @@ def _code_only(code: str) -> str:
     """The code with comments and the insides of string literals blanked (for counting references)."""
     import io
     import tokenize
-    lines = [list(l) for l in code.splitlines(keepends=True)]
+    lines = [list(ln) for ln in code.splitlines(keepends=True)]
     try:
         for tok in tokenize.generate_tokens(io.StringIO(code).readline):
             if tok.type not in (tokenize.COMMENT, tokenize.STRING):
@@ -479,7 +479,7 @@ def _code_only(code: str) -> str:
                         row[i] = " "
     except (tokenize.TokenError, IndentationError):
         return code
-    return "".join("".join(l) for l in lines)
+    return "".join("".join(ln) for ln in lines)
 
 
 def _ref_re(name: str) -> re.Pattern:
@@ -566,7 +566,7 @@ def strip_files(sources: dict[str, str]) -> tuple[dict[str, str], list[dict], li
     for r in removed:
         orig = sources[r["path"]].splitlines()
         first = r["code"].splitlines()[0].strip()
-        hits = [i + 1 for i, l in enumerate(orig) if l.strip() == first]
+        hits = [i + 1 for i, ln in enumerate(orig) if ln.strip() == first]
         r["line"] = hits[0] if hits else None
     setup += removed
     for path, code in out.items():

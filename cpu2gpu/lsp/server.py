@@ -34,7 +34,6 @@ from pygls.workspace.position_codec import PositionCodec
 from .. import __version__
 from ..config import ConfigError, Settings, apply_device_style, load_settings
 from ..torchfloor import StyleError
-from ..engine import SourceError
 from ..syntax import python_lines
 from .documents import Report, analyse, analyse_ipynb, file_bytes, project_seeds_with
 

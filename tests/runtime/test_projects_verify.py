@@ -2,7 +2,6 @@
 files, passes `verify --device sim --against` the original (a sample; every project by hand with
 `python benchmarks/verify_projects.py`)."""
 
-import os
 import shutil
 from pathlib import Path
 
