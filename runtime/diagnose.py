@@ -86,6 +86,8 @@ def subject(fr: "_Frame", name: str, kind: str, rec=None, device_tensor: str | N
            "def_line": code.co_firstlineno if code.co_name != "<module>" else 0}
     if kind == "batch" and rec is not None:  # every batch still on the CPU here: one move at the loop head
         out["batches"] = sorted(n for n, v in frame.f_locals.items() if _is_cpu(v) and rec.is_batch(v))
+    elif kind == "tensor":  # the CPU tensors of the frame: a loop that binds several moves them at once
+        out["cpu_tensors"] = sorted(n for n, v in frame.f_locals.items() if _is_cpu(v))
     if frame is not fr.frame:
         return out
     if kind == "attribute":

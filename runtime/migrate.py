@@ -105,11 +105,24 @@ def reached_files(script: str) -> list[str]:
     return [str(p) for p in seen]
 
 
+def _seeds(files: list[str]) -> dict:
+    """What each reached file learns from the others, all read as one project: the entry script's (a
+    folder without a project marker is its own root, and a package below it would be another)."""
+    scripts = [Path(f) for f in files if not is_notebook(f)]
+    if not scripts:
+        return {}
+    try:
+        found = Project(find_root(scripts[0])).seeds_for(scripts)
+    except Exception:  # as ProjectSet.seeds: a bug in the project reading never costs the rewrite
+        return project_seeds([str(p) for p in scripts])
+    return {str(path): seeds for path, seeds in found.items()}
+
+
 def static_round(draft: Draft, files: list[str], rules, unsafe_fixes: bool, device_expression) -> list[dict]:
     """Round 0: the rewrite of each reached file, read with the project around it (in the user's tree:
     the same bytes as the draft's at this point), written into the draft."""
     notes = []
-    seeds = project_seeds([f for f in files if not is_notebook(f)])
+    seeds = _seeds(files)
     for path in files:
         with open(path, "rb") as f:
             data = f.read()
@@ -187,7 +200,7 @@ def evidence_of(report: dict, draft: Draft, tried: set) -> list[tuple[Evidence, 
             continue
         ev = Evidence(rule=reason["rule"], kind=subject["kind"], name=subject["name"], line=subject["line"],
                       func=subject.get("func", "<module>"), def_line=subject.get("def_line", 0),
-                      batches=tuple(subject.get("batches", ())), device_from=subject.get("device_from"),
+                      batches=tuple(subject.get("batches") or subject.get("cpu_tensors") or ()), device_from=subject.get("device_from"),
                       owner_class=subject.get("owner_class"))
         user_file = _user_path(subject["file"], draft)
         if user_file is None or (ev, user_file) in tried:

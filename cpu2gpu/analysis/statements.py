@@ -191,6 +191,11 @@ class StatementWalker:
             elif source is not None and source.kind is Kind.MODULE and (source.is_list or source.is_container) \
                     and isinstance(target, cst.Name):
                 self.bind(target, source, stmt, None, scope)  # for net in nets / block in self.blocks
+            elif source is None and _given_iterable(stmt.iter, scope):
+                # for x, y in batches: a parameter the callers' files leave unknown (a loader handed back by
+                # a function of another file, in a tuple): its items are the step's batches, moved where
+                # they meet a device module, as a loader's are.
+                self.bind_loop_variables(target, stmt, scope, None)
             elif _tensors_of(source):
                 # for xb in torch.split(x, 10): the pieces of tensors are tensors from the same sources.
                 for name in _target_names(target):
@@ -572,3 +577,9 @@ def _is_cpu_device_literal(node: cst.CSTNode) -> bool:
         node = node.args[0].value
     text = _string_value(node)
     return text is not None and text.strip().lower() == "cpu"
+
+
+def _given_iterable(iterable: cst.BaseExpression, scope: Scope) -> bool:
+    """A parameter of the function being walked that nothing is known of (not a default, not a kind)."""
+    return isinstance(iterable, cst.Name) and iterable.value in (scope.params or ()) \
+        and scope.names.get(iterable.value) is None
