@@ -281,6 +281,14 @@ class TorchCalls:
                 receiver.used = True
                 self.facts.uses.append(Use("train", node, self.time, module=receiver))
                 self.note_outgoing(f"{seeded}.{method}", node, values)
+                pairs = [(t, a.value) for v, a in zip(values, node.args) for t in _tensors_of(v)]
+                if pairs and receiver.stateful and not self.host_depth:
+                    # model.predict(x) after training: its own method runs its layers on x, as forward
+                    # does, so x meets the module, and what comes back is the module's output
+                    self.facts.uses.append(Use("call", node, self.time, tuple(t for t, _ in pairs),
+                                               tuple(n for _, n in pairs), module=receiver))
+                    return Value(Kind.TENSOR, node, output_of=(receiver, self.time),
+                                 sources=tuple(t for t, _ in pairs), time=self.time)
                 return None
             if method in ("parameters", "named_parameters"):
                 params = Value(Kind.PARAMS, node, module_of=receiver, time=self.time)
