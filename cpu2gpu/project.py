@@ -45,8 +45,16 @@ _IMPORT_LINE = re.compile(rb"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import\b|impor
 
 
 def find_root(path: Path) -> Path:
+    """The nearest folder with a project marker above the file; without one, the folder that holds the
+    file's package (``pkg/fitting.py`` of an unmarked folder belongs with the scripts beside ``pkg/``,
+    which import it), else the file's own folder."""
     folder = path.resolve().parent
-    return next((candidate for candidate in (folder, *folder.parents) if is_marked_root(candidate)), folder)
+    marked = next((candidate for candidate in (folder, *folder.parents) if is_marked_root(candidate)), None)
+    if marked is not None:
+        return marked
+    while (folder / "__init__.py").is_file() and folder.parent != folder:
+        folder = folder.parent
+    return folder
 
 
 def is_marked_root(root: Path) -> bool:

@@ -187,3 +187,17 @@ def test_a_loose_folder_is_read_without_its_subfolders(tmp_path):
     (tmp_path / ".git").mkdir()  # now a project: its whole tree counts
     project = Project(find_root(tmp_path / "train.py"))
     assert (tmp_path / "deep" / "other.py").resolve() in project._callers([(tmp_path / "train.py").resolve()])
+
+
+def test_a_package_of_an_unmarked_folder_belongs_with_the_scripts_beside_it(tmp_path):
+    """Without pyproject.toml, setup.py or .git, `pkg/fitting.py` is read with `run.py` (which imports
+    it), not as a project of its own: its loop over the loader run.py's Trainer gets is moved."""
+    from cpu2gpu.project import find_root
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "fitting.py").write_text("")
+    (tmp_path / "loose").mkdir()
+    (tmp_path / "loose" / "helper.py").write_text("")
+    assert find_root(tmp_path / "pkg" / "fitting.py") == tmp_path.resolve()
+    assert find_root(tmp_path / "loose" / "helper.py") == (tmp_path / "loose").resolve()  # not a package
