@@ -105,8 +105,11 @@ def install(cap, is_user_file) -> None:
     global _CAP, _LOADER_ITER
     from torch.utils.data import dataloader
 
+    from . import stepcap
+
     _CAP = cap
     _LOADER_ITER = (dataloader._BaseDataLoaderIter,)
+    stepcap._CAPPED_NEXT[0] = _CappedIterator.__next__.__code__
     setattr(builtins, WRAPPER, capped)
     sys.meta_path.insert(0, _UserFiles(is_user_file))
 

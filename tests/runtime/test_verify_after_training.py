@@ -144,6 +144,31 @@ def test_a_bug_after_a_loop_over_range_is_found(tmp_path):
     assert report["reasons"][0]["where"]["line"] == 11
 
 
+def test_a_loader_in_enumerate_is_still_its_own_pass(tmp_path):
+    """`for i, (x, y) in enumerate(loader)`: the loop's iterable is wrapped to cap it, and the DataLoader
+    inside still counts its pass as the training loop (its steps, its one batch per later epoch)."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\n"
+        "from torch.utils.data import DataLoader, TensorDataset\n"
+        "model = torch.nn.Linear(3, 1)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "loader = DataLoader(TensorDataset(torch.randn(32, 3), torch.randn(32, 1)), batch_size=4)\n"
+        "for epoch in range(3):\n"
+        "    for i, (x, y) in enumerate(loader):\n"
+        "        opt.zero_grad()\n"
+        "        torch.nn.functional.mse_loss(model(x), y).backward()\n"
+        "        opt.step()\n"
+        "print('done', epoch)\n")
+    report = verify(str(script), device="cpu", max_steps=3, cwd=str(tmp_path), timeout=HANG_GUARD_S)
+    assert report["verdict"] == "pass", report["reasons"]
+    [run] = report["runs"]
+    [train] = run["cap"]["loops"]
+    assert train["line"] == 7 and train["role"] == "training" and train["steps"] == 3
+    assert train["passes"] == 3 and train["skipped_steps"] == 2  # the later epochs: one batch each
+    assert run["cap"]["ended"] == "end"
+
+
 def test_the_help_says_the_code_after_the_training_runs():
     out = CliRunner().invoke(verify_cmd, ["--help"]).output
     assert "--max-steps" in out and "after the training" in out
