@@ -1,0 +1,268 @@
+"""`rewrite` alone vs `migrate` on the runnable part of the corpus (run.py's entries whose original trains here).
+
+Per entry of ``--results`` (default results-final.json) whose class is pass, missed-move or losses-differ (the 36
+whose original ran and whose migration was judged):
+
+1. run.py's ``process``: materialise under /tmp/cpu2gpu-realcode/<label>/<entry>/orig, run the original on the
+   CPU (cached), ``rewrite --in-place`` a copy, ``verify --device sim --against ORIG`` it: the rewrite-alone class;
+2. ``cpu2gpu migrate ORIG --synthetic-data --max-steps N --timeout T --output-format json -q`` in the original's
+   folder, with the originals' environment (run.env: the extra packages of /tmp/cpu2gpu-realcode/site, Agg).
+   Without --in-place migrate writes nothing (its rounds edit a draft copy). A notebook is migrated as the
+   ``.ipynb`` itself (what a user runs) and, as a second record (``migrate_py``), as run.py's converted ``.py``.
+
+Records per entry: rewrite-alone class, migrate's exit code, proven, ending, cannot_run, repair rounds, wall
+seconds, whether the final CPU fallback run ("migrated (cpu)") broke, the edits taken back, the static misses
+({rule, how, name, file, line}). Writes results-<label>.json and prints the tables (``--report``: only print).
+
+One engine for everything: ``--tool`` (default: the working tree's .venv/bin/cpu2gpu). To keep others' edits of
+cpu2gpu/ and runtime/ out of a measurement, pass a pinned executable (README: the 2026-12-06 run used a wrapper
+that puts ``git archive HEAD cpu2gpu runtime`` first on sys.path and PYTHONPATH, children included).
+
+    .venv/bin/python benchmarks/realcode/migrate_run.py --label migrate --tool /tmp/cpu2gpu-realcode/bin-SHA/cpu2gpu
+    .venv/bin/python benchmarks/realcode/migrate_run.py --label migrate --resume --stop-at 14:30
+    .venv/bin/python benchmarks/realcode/migrate_run.py --label migrate --report
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import run as R  # noqa: E402  (process, run, env, parse_json, CACHE, ROOT)
+
+TAKEN = ("pass", "missed-move", "losses-differ")
+OK = ("ok", "max_steps")
+GROUPS = [("script/cpu", lambda r: r["format"] == "script" and r["kind"] == "cpu"),
+          ("script/aware", lambda r: r["format"] == "script" and r["kind"] == "aware"),
+          ("script/stripped", lambda r: r["kind"] == "stripped"),
+          ("notebook/cpu", lambda r: r["format"] == "notebook" and r["kind"] == "cpu"),
+          ("notebook/aware", lambda r: r["format"] == "notebook" and r["kind"] == "aware"),
+          ("**all**", lambda r: True)]
+
+
+def summarise_migrate(res: dict, wall: float) -> dict:
+    rep = R.parse_json(res["stdout"])
+    out = {"rc": res["rc"], "wall_seconds": round(wall, 1)}
+    if not isinstance(rep, dict) or "proven" not in rep:
+        out.update({"proven": False, "ending": "no report: " + ("timeout" if res["rc"] is None else
+                                                                 R.first_line(res["stderr"][-2000:])),
+                    "error": (res["stderr"] or "")[-1500:]})
+        return out
+    v = rep.get("verify") or {}
+    runs = v.get("runs") or []
+    cpu = next((x for x in runs if x.get("label") == "migrated (cpu)"), None)
+    cpu_reasons = [x.get("cause", "")[:300] for x in v.get("reasons", []) if cpu and x.get("run") == cpu.get("label")]
+    out.update({
+        "proven": bool(rep.get("proven")), "ending": rep.get("ending", ""), "cannot_run": rep.get("cannot_run"),
+        "seconds": round(rep.get("seconds") or 0, 1), "repair_rounds": len(rep.get("rounds", [])) - 1,
+        "rounds": [{k: (x.get(k)[:300] if isinstance(x.get(k), str) else x.get(k))
+                    for k in ("round", "what", "files", "errors", "rule", "name", "kind", "how", "bound_at", "met",
+                              "edit", "evidence", "taken_back") if k in x} for x in rep.get("rounds", [])],
+        "taken_back": [{k: x.get(k) for k in ("rule", "name", "how", "bound_at", "edit", "taken_back")}
+                       for x in rep.get("taken_back", [])],
+        "static_misses": rep.get("static_misses", []),
+        "verdict": v.get("verdict"),
+        "reasons": [{"run": x.get("run"), "rule": x.get("rule"), "cause": (x.get("cause") or "")[:300]}
+                    for x in v.get("reasons", [])],
+        "runs": [{k: x.get(k) for k in ("label", "status", "steps", "device_forward_calls", "cpu_forward_calls",
+                                        "first_loss", "last_loss", "wall")} for x in runs],
+        "cpu_fallback_status": cpu.get("status") if cpu else None,
+        "cpu_fallback_broke": bool(cpu) and cpu.get("status") not in OK,
+        "cpu_fallback_reasons": cpu_reasons,
+        "changed_files": rep.get("changed_files", []),
+        "unreached": rep.get("unreached", []),
+        "diff": (rep.get("diff") or "")[:6000],
+    })
+    return out
+
+
+def run_migrate(tool: list[str], folder: Path, script: str, a) -> dict:
+    cmd = tool + ["migrate", script, "--synthetic-data", "--max-steps", str(a.max_steps), "--timeout",
+                  str(a.timeout), "--output-format", "json", "-q"]
+    if a.max_rounds is not None:
+        cmd += ["--max-rounds", str(a.max_rounds)]
+    t0 = time.time()
+    res = R.run(cmd, folder, a.migrate_timeout, use_env=True)
+    return summarise_migrate(res, time.time() - t0)
+
+
+def process(e: dict, tool: list[str], a) -> dict:
+    rec = R.process(e, tool, a)  # materialise, original (cached), rewrite, verify --device sim --against
+    slug = re.sub(r"[^\w.-]+", "_", e["id"])
+    orig = R.CACHE / a.label / slug / "orig"
+    name = os.path.basename(e["path"])
+    rec["migrate"] = run_migrate(tool, orig, name, a)
+    if e["format"] == "notebook":  # also the converted script run.py's verify ran
+        rec["migrate_py"] = run_migrate(tool, orig, Path(name).stem + ".py", a)
+    return rec
+
+
+# ------------------------------------------------------------------ report
+def median(xs):
+    return f"{statistics.median(xs):.0f}" if xs else "-"
+
+
+def table(recs: list[dict]) -> str:
+    head = ("| kind | entries | original runs here | rewrite alone: pass | migrate: proven | migrate: cannot be judged | "
+            "median wall s: rewrite+verify | median wall s: migrate | broken CPU fallback: rewrite / migrate | "
+            "taken back (entries / edits) | static misses (entries / edits) |")
+    rows = [head, "|" + "---|" * (head.count("|") - 1)]
+    for name, f in GROUPS:
+        rs = [r for r in recs if f(r)]
+        if not rs:
+            continue
+        m = [r["migrate"] for r in rs]
+        rw_wall = [(r.get("rewrite_seconds") or 0) + (r.get("verify_seconds") or 0) for r in rs if r.get("verify_seconds")]
+        rows.append("| " + " | ".join(map(str, [
+            name, len(rs), sum((r.get("orig") or {}).get("class") == "ok" for r in rs),
+            sum(r["class"] == "pass" for r in rs), sum(bool(x.get("proven")) for x in m),
+            sum(bool(x.get("cannot_run")) for x in m), median(rw_wall),
+            median([x["wall_seconds"] for x in m if "wall_seconds" in x]),
+            f"{sum(r['class'] == 'broken-cpu-run' for r in rs)} / "
+            f"{sum(bool(x.get('cpu_fallback_broke')) and not x.get('cannot_run') for x in m)}"
+            + (f" (+{same} as the original)" if (same := sum(bool(x.get('cpu_fallback_broke')) and bool(x.get('cannot_run'))
+                                                         for x in m)) else ""),
+            f"{sum(bool(x.get('taken_back')) for x in m)} / {sum(len(x.get('taken_back') or []) for x in m)}",
+            f"{sum(bool(x.get('static_misses')) for x in m)} / {sum(len(x.get('static_misses') or []) for x in m)}",
+        ])) + " |")
+    return "\n".join(rows)
+
+
+def misses_table(recs: list[dict]) -> str:
+    fam = collections.defaultdict(list)
+    for r in recs:
+        for key in ("migrate", "migrate_py"):
+            for s in (r.get(key) or {}).get("static_misses") or []:
+                fam[(s.get("rule"), s.get("how"))].append(f"{r['id']}{' (.py)' if key == 'migrate_py' else ''}: "
+                                                          f"`{s.get('name')}` {s.get('file')}:{s.get('line')}")
+    if not fam:
+        return "static misses: none"
+    rows = ["| rule | how | edits | where |", "|---|---|---|---|"]
+    for (rule, how), xs in sorted(fam.items(), key=lambda kv: -len(kv[1])):
+        rows.append(f"| {rule} | {how} | {len(xs)} | {'; '.join(xs)} |")
+    return "\n".join(rows)
+
+
+def unproven(recs: list[dict]) -> str:
+    out = []
+    for r in recs:
+        for key in ("migrate", "migrate_py"):
+            m = r.get(key)
+            if m is None or m.get("proven"):
+                continue
+            tb = f"; taken back {len(m['taken_back'])}" if m.get("taken_back") else ""
+            out.append(f"  {r['id']}{' (.py)' if key == 'migrate_py' else ''} [{r['kind']}] rewrite alone: "
+                       f"{r['class']}; migrate rc {m.get('rc')}, {m.get('repair_rounds', '?')} repair rounds{tb}: "
+                       f"{(m.get('ending') or '')[:300]}")
+    return "not proven by migrate:\n" + ("\n".join(out) if out else "  none")
+
+
+def disagreements(recs: list[dict]) -> str:
+    out = []
+    for r in recs:
+        m = r["migrate"]
+        if (r["class"] == "pass") != bool(m.get("proven")):
+            out.append(f"  {r['id']}: rewrite alone {r['class']}, migrate {'proven' if m.get('proven') else 'not proven'}")
+    return "rewrite alone vs migrate disagree:\n" + ("\n".join(out) if out else "  none")
+
+
+def report(recs: list[dict]) -> str:
+    nb = [r for r in recs if "migrate_py" in r]
+    extra = ""
+    if nb:
+        extra = ("\nnotebooks migrated as the converted .py (run.py's conversion): proven "
+                 f"{sum(bool(r['migrate_py'].get('proven')) for r in nb)} of {len(nb)}, median wall "
+                 f"{median([r['migrate_py']['wall_seconds'] for r in nb])} s")
+    return "\n\n".join([table(recs) + extra, misses_table(recs), unproven(recs), disagreements(recs)])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--label", default="migrate", help="results go to results-<label>.json")
+    ap.add_argument("--results", type=Path, default=HERE / "results-final.json", help="which entries (classes TAKEN)")
+    ap.add_argument("--tool", default=str(R.ROOT / ".venv" / "bin" / "cpu2gpu"),
+                    help="the cpu2gpu executable for rewrite, verify and migrate")
+    ap.add_argument("--only", help="comma-separated substrings of entry ids")
+    ap.add_argument("--limit", type=int)
+    ap.add_argument("--max-steps", type=int, default=3)
+    ap.add_argument("--timeout", type=float, default=60, help="verify/migrate --timeout (seconds per run)")
+    ap.add_argument("--max-rounds", type=int, default=None, help="migrate --max-rounds (default: migrate's)")
+    ap.add_argument("--migrate-timeout", type=float, default=900, help="wall limit of one migrate command")
+    ap.add_argument("--no-cache", action="store_true", help="rerun the originals")
+    ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--stop-at", help="HH:MM (local): start no entry after this time")
+    ap.add_argument("--report", action="store_true")
+    a = ap.parse_args(argv)
+    a.verify_jobs = 1
+    out_path = HERE / f"results-{a.label}.json"
+    if a.report:
+        print(report(json.loads(out_path.read_text())["entries"]))
+        return 0
+    R.CPU2GPU = Path(a.tool)  # run.py's verify of the original and of the rewrite: the same executable
+    tool = [a.tool]
+    wanted = {e["id"] for e in json.loads(a.results.read_text())["entries"] if e["class"] in TAKEN}
+    entries = [e for e in json.loads((HERE / "manifest.json").read_text())["entries"] if e["id"] in wanted]
+    if a.only:
+        entries = [e for e in entries if any(s in e["id"] for s in a.only.split(","))]
+    queues: dict = {}
+    for e in entries:  # round robin over the repositories, as run.py: a stopped run still covers each
+        queues.setdefault(e["repository"], []).append(e)
+    entries = [q[i] for i in range(max(map(len, queues.values()), default=0)) for q in queues.values() if i < len(q)]
+    if a.limit:
+        entries = entries[:a.limit]
+    recs: list[dict] = []
+    if a.resume and out_path.exists():
+        recs = [r for r in json.loads(out_path.read_text())["entries"] if r["id"] in {e["id"] for e in entries}]
+    done = {r["id"] for r in recs}
+    version = subprocess.run(tool + ["--version"], capture_output=True, text=True).stdout.strip()
+    head = subprocess.run(["git", "-C", str(R.ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+
+    def save(stopped: str = ""):
+        order = {e["id"]: i for i, e in enumerate(entries)}
+        recs.sort(key=lambda r: order[r["id"]])
+        out_path.write_text(json.dumps({
+            "label": a.label, "tool": a.tool, "tool_version": version, "working_tree_head": head,
+            "max_steps": a.max_steps, "timeout": a.timeout, "max_rounds": a.max_rounds,
+            "date": time.strftime("%Y-%m-%d %H:%M:%S"), "planned": len(entries), "measured": len(recs),
+            "stopped": stopped, "entries": recs}, indent=1) + "\n")
+
+    t0 = time.time()
+    todo = [e for e in entries if e["id"] not in done]
+    stopped = ""
+    for n, e in enumerate(todo, 1):
+        if a.stop_at and time.strftime("%H:%M") >= a.stop_at:
+            stopped = f"stopped at {time.strftime('%H:%M')} (--stop-at {a.stop_at}): {len(todo) - n + 1} not run"
+            print(stopped, flush=True)
+            break
+        try:
+            r = process(e, tool, a)
+        except Exception as x:  # noqa: BLE001 - the runner's own failure on one entry
+            r = {k: e[k] for k in ("id", "repository", "path", "commit", "format", "kind")}
+            r.update({"class": "verify-error", "detail": f"runner: {x!r}", "orig": {"class": "?"},
+                      "migrate": {"proven": False, "ending": f"runner: {x!r}"}})
+        recs.append(r)
+        m = r["migrate"]
+        print(f"[{n}/{len(todo)} {time.time() - t0:6.0f}s] rewrite {r['class']:14} migrate "
+              f"{'proven' if m.get('proven') else 'NOT':6} rc={m.get('rc')} rounds={m.get('repair_rounds')} "
+              f"{m.get('wall_seconds')}s {r['id']}  {'' if m.get('proven') else (m.get('ending') or '')[:120]}",
+              flush=True)
+        save()
+    save(stopped)
+    print()
+    print(report(recs))
+    print(f"\nwrote {out_path.relative_to(R.ROOT)}; work files under {R.CACHE / a.label}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
