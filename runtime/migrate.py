@@ -282,19 +282,29 @@ def migrate(script: str, args=(), *, device: str = "auto", max_steps=None, synth
                 break
             candidates = evidence_of(report, draft, tried)
             applied = None
+            unrepaired = []  # located, but no edit applies: why the rounds end, in the user's words
             for ev, user_file, reason in candidates:
                 tried.add((ev, user_file))
                 if is_notebook(user_file):
-                    continue  # a notebook's cells are rewritten statically only
+                    unrepaired.append(f"{reason['cause']} (a notebook gets the static rewrite only)")
+                    continue
                 old = draft.read(user_file)
                 fixed = rule_fix(old, user_file, ev.rule, ev.line) if ev.kind == "rule" else repair(old, ev)
                 if fixed is None:
+                    unrepaired.append(f"{reason['cause']} ({ev.rule}'s fix does not apply to this code)"
+                                      if ev.kind == "rule" else f"{reason['cause']} (its binding was not found)")
                     continue
                 applied = (ev, user_file, reason, old, fixed)
                 break
             if applied is None:
-                first = report["reasons"][0]["cause"] if report["reasons"] else report["verdict"]
-                ending = f"no located cause left that an edit at its binding repairs ({first})"
+                if unrepaired:
+                    ending = f"the located cause has no edit that repairs it: {unrepaired[0]}"
+                elif taken_back:
+                    ending = (f"the edit for the located cause was taken back, since it changed the CPU "
+                              f"fallback's run: {taken_back[-1]['evidence']}")
+                else:
+                    first = report["reasons"][0]["cause"] if report["reasons"] else report["verdict"]
+                    ending = f"no located cause left that an edit at its binding repairs ({first})"
                 break
             ev, user_file, reason, old, fixed = applied
             draft.write(user_file, fixed.data)
