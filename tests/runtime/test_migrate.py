@@ -23,11 +23,13 @@ from ..conftest import HANG_GUARD_S  # noqa: E402
 
 pytestmark = pytest.mark.runtime
 MIGRATE = Path(__file__).resolve().parents[2] / "fixtures" / "migrate"
+PROJECTS = MIGRATE.parent / "projects"  # the whole-project fixtures: migrated by the static pass alone
 
 
 def _copy(name: str, tmp_path: Path) -> Path:
     target = tmp_path / name
-    shutil.copytree(MIGRATE / name, target, ignore=shutil.ignore_patterns("__pycache__"))
+    source = MIGRATE / name if (MIGRATE / name).is_dir() else PROJECTS / name
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.expected.py"))
     return target
 
 
@@ -64,7 +66,7 @@ def test_the_batches_of_a_loop_over_a_generator_are_moved_at_that_loop(tmp_path)
 def test_a_loader_handed_back_by_another_file_is_migrated_by_the_static_pass(tmp_path):
     """`train_loader, test_loader = make_loaders()` (data.py), handed to engine.py's functions: the
     batches of a loop over a parameter nothing is known of are moved where they meet the model."""
-    folder = _copy("loader_tuple", tmp_path)
+    folder = _copy("loader_from_function", tmp_path)
     result = _migrate(folder, "main.py")
     assert result["proven"], result["ending"]
     assert len(result["rounds"]) == 1 and result["static_misses"] == []
@@ -75,7 +77,7 @@ def test_a_loader_handed_back_by_another_file_is_migrated_by_the_static_pass(tmp
 def test_a_trainer_class_of_a_package_and_a_method_after_training_by_the_static_pass(tmp_path):
     """A Trainer (not a module) of a package, reached as `import pkg.fitting as fitting`, fits the loader
     given to its method; after training, `model.predict(features[:8]).numpy()`: all static now."""
-    folder = _copy("trainer_pkg", tmp_path)
+    folder = _copy("trainer_package", tmp_path)
     result = _migrate(folder, "run.py")
     assert result["proven"], result["ending"]
     assert len(result["rounds"]) == 1 and result["static_misses"] == []
@@ -145,7 +147,7 @@ def test_an_original_that_fails_is_unproven_and_nothing_is_written(tmp_path, cli
 
 @pytest.mark.slow
 def test_in_place_writes_the_proven_files_only_at_the_end(tmp_path, cli):
-    folder = _copy("loader_tuple", tmp_path)
+    folder = _copy("loader_from_function", tmp_path)
     original = {p: (folder / p).read_bytes() for p in ("main.py", "engine.py", "data.py", "model.py")}
     code, out, err = cli("migrate", str(folder / "main.py"), "--in-place")
     assert code == 0, (out, err)
