@@ -20,8 +20,8 @@ import libcst as cst
 
 from . import torchapi as api
 from .devicecode import keyword_value
-from .distributed.index import TreeLinks, preorder as walk
 from .imports import dotted
+from .syntaxindex import SyntaxIndex, preorder as walk, syntax_index
 
 DDP_CLASSES = frozenset({"torch.nn.parallel.DistributedDataParallel",
                          "torch.nn.parallel.distributed.DistributedDataParallel"})
@@ -39,20 +39,18 @@ _RANK = re.compile(r"rank", re.IGNORECASE)
 _ENDS_BRANCH = (cst.Return, cst.Continue, cst.Break, cst.Raise)
 
 
-def is_distributed(module: cst.Module, imports) -> bool:
+def is_distributed(module: cst.Module, imports, syntax: Optional[SyntaxIndex] = None) -> bool:
     """Whether the file imports or uses ``DistributedDataParallel``, ``init_process_group`` or
     ``DistributedSampler`` (through any import alias)."""
     if imports is None:
         return False
     if any(qualified in _MARKERS for qualified in imports.names.values()):
         return True
-    from .engine import source_text  # (the engine imports the rules, which import this module)
-
-    text = source_text(module)
-    if not any(word in text for word in _MARKER_WORDS):
+    syntax = syntax if syntax is not None else syntax_index(module)
+    if not syntax.mentions(*_MARKER_WORDS):
         return False
-    return any(type(node) is cst.Attribute and node.attr.value in _MARKER_WORDS and imports.resolve(node) in _MARKERS
-               for node in walk(module))
+    return any(node.attr.value in _MARKER_WORDS and imports.resolve(node) in _MARKERS
+               for node in syntax.of_type(cst.Attribute))
 
 
 def words(node: cst.CSTNode) -> Iterator[str]:
@@ -78,14 +76,15 @@ def is_rank_guard(test: cst.BaseExpression) -> bool:
     return any(_GUARD.search(word) for word in words(test) if "__main__" not in word)
 
 
-class DdpReading(TreeLinks):
-    """What the CG4xx rules read of one distributed file, computed once (``reading(ctx)``)."""
+class DdpReading:
+    """What the CG4xx rules read of one distributed file, computed once (``reading(ctx)``): queries
+    over the file's syntax index (its calls, assignments, loops, and where each node stands)."""
 
-    def __init__(self, module: cst.Module, imports) -> None:
+    def __init__(self, module: cst.Module, imports, syntax: Optional[SyntaxIndex] = None) -> None:
         self.module = module
         self.imports = imports
-        self.distributed = is_distributed(module, imports)
-        self.parents: dict[int, cst.CSTNode] = {}
+        self.syntax = syntax if syntax is not None else syntax_index(module)
+        self.distributed = is_distributed(module, imports, self.syntax)
         self.calls: list[cst.Call] = []
         # name (``sampler``, ``self.sampler``) -> [(DistributedSampler(...) call, the statement binding it)]
         self.samplers: dict[str, list[tuple[cst.Call, cst.CSTNode]]] = {}
@@ -93,12 +92,9 @@ class DdpReading(TreeLinks):
         self.bindings: dict[str, list[tuple[cst.BaseExpression, cst.CSTNode]]] = {}
         if not self.distributed:
             return
-        for node in walk(module):
-            for child in node.children:
-                self.parents[id(child)] = node
-            if type(node) is cst.Call:
-                self.calls.append(node)
-            elif type(node) is cst.Assign:
+        self.calls = self.syntax.calls
+        for node in self.syntax.of_type(cst.Assign, cst.AnnAssign):
+            if type(node) is cst.Assign:
                 for target in node.targets:
                     name = dotted(target.target)
                     if name is not None:
@@ -140,7 +136,22 @@ class DdpReading(TreeLinks):
             if found is not None:
                 yield call, found[0], found[1]
 
-    # -- where a node is (parent(), ancestors(), before(): TreeLinks) -----------------------
+    # -- where a node is ----------------------------------------------------------------
+
+    def parent(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        return self.syntax.parent(node)
+
+    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        return self.syntax.ancestors(node)
+
+    def before(self, first: cst.CSTNode, second: cst.CSTNode) -> bool:
+        """Whether ``first`` comes before ``second`` in the file."""
+        return self.syntax.before(first, second)
+
+    @property
+    def loops(self) -> list:
+        """Every ``for`` and ``while`` of the file, in source order."""
+        return self.syntax.of_type(cst.For, cst.While)
 
     def statement_of(self, node: cst.CSTNode) -> cst.CSTNode:
         """The statement (a line, or a compound statement's header) that holds ``node``."""
@@ -253,6 +264,6 @@ def reading(ctx) -> DdpReading:
     """The file's reading, made once per file and shared by the rules (kept on the rule context)."""
     cached = getattr(ctx, "_ddp_reading", None)
     if cached is None:
-        cached = DdpReading(ctx.facts.module, ctx.facts.imports)
+        cached = DdpReading(ctx.facts.module, ctx.facts.imports, ctx.syntax)
         ctx._ddp_reading = cached
     return cached

@@ -108,9 +108,15 @@ def _recent(module: cst.Module) -> Optional[tuple[cst.Module, Source, Optional[a
 
 
 def source_text(module: cst.Module) -> str:
+    text = known_text(module)
+    return module.code if text is None else text
+
+
+def known_text(module: cst.Module) -> Optional[str]:
+    """The module's source if it was parsed (or remembered) here, else None: never generated again."""
     entry = _recent(module)
     if entry is None:
-        return module.code
+        return None
     source = entry[1]
     return source if isinstance(source, str) else source.decode(module.encoding)
 
@@ -262,7 +268,7 @@ def analyze_module(module: cst.Module, rules: Sequence[Rule], device_expression:
     if facts is None or pinned:
         facts = analyze(module, pinned, seeds)
     setup = plan_device_setup(module, facts.torch_alias, facts.names_in_use, device_expression)
-    context = RuleContext(facts, setup)
+    context = RuleContext(facts, setup, known_text(module))
     hits: list[Hit] = []
     for rule in rules:
         if rule.only_for_cpu_scripts_unless_selected and facts.device_aware and not rule.selected_explicitly:

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Optional
 
 import libcst as cst
-import libcst.matchers as m
 
 from .. import torchapi as api
+from ..classdefs import walk
 from ..facts import Hardcoded, Kind, Move, Origin, Place, Use, Value
 from ..devicecode import places_on_device
 from ..imports import dotted
@@ -453,8 +453,8 @@ def _number_literal(node: cst.Call) -> bool:
 
 def _returns_device_moves(function: cst.FunctionDef) -> bool:
     """A collate function that returns its tensors moved (``return x.to(device), y.to(device)``)."""
-    for ret in m.findall(function, m.Return()):
-        assert isinstance(ret, cst.Return)
-        if ret.value is not None and any(places_on_device(call) for call in m.findall(ret.value, m.Call())):
+    for ret in walk(function):
+        if type(ret) is cst.Return and ret.value is not None \
+                and any(type(call) is cst.Call and places_on_device(call) for call in walk(ret.value)):
             return True
     return False

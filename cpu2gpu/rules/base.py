@@ -9,6 +9,7 @@ import libcst as cst
 
 from ..facts import Facts, Place
 from ..fixes import DeviceSetup, Fix
+from ..syntaxindex import SyntaxIndex, syntax_index
 
 
 @dataclass(frozen=True)
@@ -32,11 +33,21 @@ class Hit:
 
 
 class RuleContext:
-    """What rules share for one file: the facts and the device to move things to."""
+    """What rules share for one file: the facts, the device to move things to, and for the rules that
+    read the code itself the file's syntax index (``syntax``: one walk, made when first asked for).
+    ``text``: the file's source where it is at hand (for the index's pre-filters)."""
 
-    def __init__(self, facts: Facts, setup: DeviceSetup) -> None:
+    def __init__(self, facts: Facts, setup: DeviceSetup, text: Optional[str] = None) -> None:
         self.facts = facts
         self.setup = setup
+        self.text = text
+        self._syntax: Optional[SyntaxIndex] = None
+
+    @property
+    def syntax(self) -> SyntaxIndex:
+        if self._syntax is None:
+            self._syntax = syntax_index(self.facts.module, self.text)
+        return self._syntax
 
     def device_for(self, scope: object = None, time: Optional[int] = None) -> tuple[str, bool]:
         """The device name to use at a site, and whether the setup must be added for it.

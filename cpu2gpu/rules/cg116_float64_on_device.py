@@ -9,6 +9,7 @@ import libcst as cst
 from ..classdefs import walk
 from ..facts import Kind
 from ..fixes import Fix, Replace, method_call
+from ..syntaxindex import SyntaxIndex
 from .base import Hit, Invalid, Rule, RuleContext
 
 # NumPy makes float64 unless told otherwise: these calls, without dtype=, give float64 arrays.
@@ -39,20 +40,17 @@ def _is_cpu(expr: cst.BaseExpression) -> bool:
     return "'cpu'" in _code(expr) or '"cpu"' in _code(expr)
 
 
-class _Parents(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.parent: dict[int, cst.CSTNode] = {}
-        self.calls: list[cst.Call] = []
-        self.assigned: dict[str, list[cst.BaseExpression]] = {}
+class _Tree:
+    """What the rule reads of the file's syntax index: parents, the calls in source order, and the
+    values of ``name = ...`` assignments."""
 
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        for child in node.children:
-            self.parent[id(child)] = node
-        if isinstance(node, cst.Call):
-            self.calls.append(node)
-        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
-            self.assigned.setdefault(node.targets[0].target.value, []).append(node.value)
-        return True
+    def __init__(self, syntax: SyntaxIndex) -> None:
+        self.parent = syntax.parents
+        self.calls: list[cst.Call] = syntax.calls
+        self.assigned: dict[str, list[cst.BaseExpression]] = {}
+        for node in syntax.of_type(cst.Assign):
+            if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+                self.assigned.setdefault(node.targets[0].target.value, []).append(node.value)
 
 
 class Float64OnDevice(Rule):
@@ -120,9 +118,13 @@ class Float64OnDevice(Rule):
     def check(self, ctx: RuleContext) -> Iterator[Hit]:
         facts = ctx.facts
         torch = facts.torch_alias or "torch"
-        tree = _Parents()
-        facts.module.visit(tree)
         numpy_names = self._numpy_names(facts.module)
+        syntax = ctx.syntax
+        # float64 is spelled out (dtype=torch.float64, .double()), or comes from NumPy (imported at the
+        # top of the file) or from a RandomState: without one of them there is nothing to find.
+        if not numpy_names and not syntax.mentions("float64", "double", "RandomState"):
+            return
+        tree = _Tree(syntax)
         model_args = [arg for use in facts.uses if use.kind == "call" for arg in use.arg_nodes]
         module_names = {v.name for v in facts.values if v.kind is Kind.MODULE and v.name}
         doubled_model = any(self._method(c) == "double" and _code(c.func.value) in module_names  # type: ignore[union-attr]
@@ -163,21 +165,23 @@ class Float64OnDevice(Rule):
     def _method(call: cst.Call) -> Optional[str]:
         return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
 
-    def _source(self, call: cst.Call, torch: str, numpy_names: set, tree: _Parents) -> Optional[str]:
+    def _source(self, call: cst.Call, torch: str, numpy_names: set, tree: _Tree) -> Optional[str]:
         dtype = _kw(call, "dtype")
         if dtype is not None and _is_float64(dtype.value, torch):
             return "dtype"
         if self._method(call) == "double" and not call.args:
             return "double"
-        func = _code(call.func)
-        if func.startswith(torch + ".") and func.rsplit(".", 1)[-1] in _CONVERSIONS and call.args \
-                and call.args[0].keyword is None and dtype is None:
-            arg = call.args[0].value
-            if self._numpy_float64(arg, numpy_names, tree):
-                return "numpy"
+        # (the code of the callee ends with its attribute's name only when it is a plain attribute)
+        if dtype is None and call.args and call.args[0].keyword is None and type(call.func) is cst.Attribute \
+                and call.func.attr.value in _CONVERSIONS:
+            func = _code(call.func)
+            if func.startswith(torch + ".") and func.rsplit(".", 1)[-1] in _CONVERSIONS:
+                arg = call.args[0].value
+                if self._numpy_float64(arg, numpy_names, tree):
+                    return "numpy"
         return None
 
-    def _numpy_float64(self, expr: cst.BaseExpression, numpy_names: set, tree: _Parents, depth: int = 0) -> bool:
+    def _numpy_float64(self, expr: cst.BaseExpression, numpy_names: set, tree: _Tree, depth: int = 0) -> bool:
         if isinstance(expr, cst.Name) and depth < 3:
             bound = tree.assigned.get(expr.value, [])
             return len(bound) == 1 and self._numpy_float64(bound[0], numpy_names, tree, depth + 1)
@@ -216,7 +220,7 @@ class Float64OnDevice(Rule):
 
     # -- where it goes ------------------------------------------------------------------
 
-    def _chain(self, call: cst.Call, torch: str, tree: _Parents) -> tuple[cst.BaseExpression, bool, bool]:
+    def _chain(self, call: cst.Call, torch: str, tree: _Tree) -> tuple[cst.BaseExpression, bool, bool]:
         """The method chain on the value: (its outermost call, moved to the device, cast to another dtype)."""
         cur: cst.BaseExpression = call
         on_device = False
@@ -251,13 +255,13 @@ class Float64OnDevice(Rule):
         return False
 
     @staticmethod
-    def _bound_name(top: cst.BaseExpression, tree: _Parents) -> Optional[str]:
+    def _bound_name(top: cst.BaseExpression, tree: _Tree) -> Optional[str]:
         parent = tree.parent.get(id(top))
         if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
             return parent.targets[0].target.value
         return None
 
-    def _moved_later(self, name: str, torch: str, tree: _Parents) -> bool:
+    def _moved_later(self, name: str, torch: str, tree: _Tree) -> bool:
         for call in tree.calls:
             if isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name) \
                     and call.func.value.value == name and call.func.attr.value in ("to", "cuda"):

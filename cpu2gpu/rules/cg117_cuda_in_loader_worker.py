@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Iterator
 
 import libcst as cst
-import libcst.matchers as m
 
 from .. import torchapi as api
 from ..devicecode import keyword_value, places_on_device
+from ..syntaxindex import preorder
 from .base import Hit, Invalid, Rule, RuleContext
 
 _DATASET_BASES = frozenset({"torch.utils.data.Dataset", "torch.utils.data.dataset.Dataset"})
@@ -70,14 +70,13 @@ class CudaInLoaderWorker(Rule):
     ]
 
     def check(self, ctx: RuleContext) -> Iterator[Hit]:
-        module = ctx.facts.module
         imports = ctx.facts.imports
-        if imports is None:
+        syntax = ctx.syntax
+        if imports is None or not syntax.mentions("num_workers"):  # no worker processes without it
             return
         collate_names: set[str] = set()
         workers = False
-        for call in m.findall(module, m.Call()):
-            assert isinstance(call, cst.Call)
+        for call in syntax.calls:
             if imports.resolve(call.func) not in api.DATALOADERS or not _starts_workers(call):
                 continue
             workers = True
@@ -86,7 +85,7 @@ class CudaInLoaderWorker(Rule):
                 collate_names.add(collate.value)
         if not workers:
             return
-        for node in m.findall(module, m.ClassDef() | m.FunctionDef()):
+        for node in syntax.of_type(cst.ClassDef, cst.FunctionDef):
             if isinstance(node, cst.ClassDef) and any(imports.resolve(b.value) in _DATASET_BASES for b in node.bases):
                 for item in node.body.body:
                     if isinstance(item, cst.FunctionDef) and item.name.value == "__getitem__":
@@ -95,9 +94,8 @@ class CudaInLoaderWorker(Rule):
                 yield from self._cuda_work(node, node.name.value)
 
     def _cuda_work(self, function: cst.FunctionDef, where: str) -> Iterator[Hit]:
-        for call in m.findall(function, m.Call()):
-            assert isinstance(call, cst.Call)
-            if places_on_device(call):
+        for call in preorder(function):
+            if type(call) is cst.Call and places_on_device(call):
                 text = cst.Module([]).code_for_node(call)
                 yield self.hit(call, None, self.message.format(call=text if len(text) <= 60 else text[:57] + "...",
                                                                 where=where))

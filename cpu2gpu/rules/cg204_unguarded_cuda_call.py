@@ -47,6 +47,8 @@ class UnguardedCudaCall(Rule):
 
     def check(self, ctx: RuleContext) -> Iterator[Hit]:
         torch_name = ctx.facts.torch_alias or "torch"
+        if not ctx.facts.unguarded_cuda_calls:
+            return
         # The accelerator device style (CG206 makes the calls torch.accelerator's): guarded by its check
         accelerator = accelerator_active(ctx)
         for call, stmt in ctx.facts.unguarded_cuda_calls:

@@ -47,59 +47,50 @@ def accelerator_active(ctx: RuleContext) -> bool:
 
 
 def _uses_accelerator(ctx: RuleContext) -> bool:
+    """The file reads ``torch.accelerator`` (``torch.accelerator.X``, or a name imported from it)."""
     cached = getattr(ctx, "_uses_accelerator", None)
     if cached is None:
         imports = ctx.facts.imports
+        syntax = ctx.syntax
         cached = False
-        if imports is not None:
-            finder = _Calls(imports)
-            ctx.facts.module.visit(finder)
-            cached = finder.accelerator
+        # (an import alias of torch.accelerator is imported under that name: the text names it)
+        if imports is not None and syntax.mentions("accelerator"):
+            cached = any(type(node) is cst.Attribute and (imports.resolve(node) or "").startswith("torch.accelerator.")
+                         or type(node) is cst.Name and (imports.names.get(node.value) or "").startswith("torch.accelerator")
+                         for node in syntax.of_type(cst.Attribute, cst.Name))
         ctx._uses_accelerator = cached  # type: ignore[attr-defined]
     return cached
 
 
-class _Calls(cst.CSTVisitor):
-    """The calls into ``torch.cuda`` (with their qualified names), and whether ``torch.accelerator`` is read."""
+_GPU_WORDS = ("is_available", "cuda", "gpu", "accelerator")
 
-    def __init__(self, imports) -> None:
-        self.imports = imports
-        self.calls: list[tuple[cst.Call, str]] = []
-        self.guarded: set[int] = set()
-        self.statements: dict[int, cst.CSTNode] = {}
-        self.accelerator = False
-        self._guards = 0
-        self._statement: Optional[cst.CSTNode] = None
 
-    def visit_If(self, node: cst.If) -> None:
-        code = cst.Module([]).code_for_node(node.test)
-        self._guards += 1 if any(w in code for w in ("is_available", "cuda", "gpu", "accelerator")) else 0
-
-    def leave_If(self, node: cst.If) -> None:
-        code = cst.Module([]).code_for_node(node.test)
-        self._guards -= 1 if any(w in code for w in ("is_available", "cuda", "gpu", "accelerator")) else 0
-
-    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        self._statement = node
-
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        if not self.accelerator and (self.imports.resolve(node) or "").startswith("torch.accelerator."):
-            self.accelerator = True
-
-    def visit_Name(self, node: cst.Name) -> None:  # from torch import accelerator
-        if not self.accelerator and (self.imports.names.get(node.value) or "").startswith("torch.accelerator"):
-            self.accelerator = True
-
-    def visit_Call(self, node: cst.Call) -> None:
-        qual = self.imports.resolve(node.func) or ""
-        if qual.startswith("torch.cuda."):
-            self.calls.append((node, qual))
-            if self._guards:
-                self.guarded.add(id(node))
-            stmt = self._statement
-            if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 \
-                    and isinstance(stmt.body[0], cst.Expr) and stmt.body[0].value is node:
-                self.statements[id(node)] = stmt
+def _cuda_calls(ctx: RuleContext, imports) -> list[tuple[cst.Call, str, bool, Optional[cst.SimpleStatementLine]]]:
+    """The calls into ``torch.cuda``, in source order: (call, qualified name, whether an ``if`` that
+    names the GPU holds it (its test, body or else), the statement line it is alone in, if it is)."""
+    syntax = ctx.syntax
+    found = []
+    tests: dict[int, bool] = {}
+    for call in syntax.calls:
+        qual = imports.resolve(call.func) or ""
+        if not qual.startswith("torch.cuda."):
+            continue
+        guarded = False
+        for ancestor in syntax.ancestors(call):
+            if type(ancestor) is cst.If:
+                gpu = tests.get(id(ancestor))
+                if gpu is None:
+                    code = cst.Module([]).code_for_node(ancestor.test)
+                    gpu = tests[id(ancestor)] = any(w in code for w in _GPU_WORDS)
+                if gpu:
+                    guarded = True
+                    break
+        expr = syntax.parent(call)
+        line = syntax.parent(expr) if type(expr) is cst.Expr else None
+        stmt = line if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 \
+            and line.body[0] is expr else None
+        found.append((call, qual, guarded, stmt))
+    return found
 
 
 class CudaCallInAcceleratorScript(Rule):
@@ -176,11 +167,9 @@ class CudaCallInAcceleratorScript(Rule):
         imports = ctx.facts.imports
         if imports is None or not accelerator_active(ctx):
             return
-        finder = _Calls(imports)
-        ctx.facts.module.visit(finder)
         torch_name = ctx.facts.torch_alias
         cg204 = {id(call) for call, _ in ctx.facts.unguarded_cuda_calls}  # CG204 guards them
-        for call, qual in finder.calls:
+        for call, qual, guarded, stmt in _cuda_calls(ctx, imports):
             attr = qual[len("torch.cuda."):]
             generic, fix, safe = None, None, True
             if attr in _SAME_ON_THE_HOST or attr in _RAISES_ON_THE_HOST:
@@ -189,8 +178,7 @@ class CudaCallInAcceleratorScript(Rule):
                 fix = self._replace_func(call, generic, torch_name)
                 since = _SINCE.get(target)
                 safe = since is None
-                stmt = finder.statements.get(id(call))
-                if attr in _RAISES_ON_THE_HOST and id(call) not in finder.guarded:
+                if attr in _RAISES_ON_THE_HOST and not guarded:
                     # torch.accelerator's raises without a GPU: a statement of its own gets the check
                     # (from CG204 where it reports the call), any other use needs --unsafe-fixes
                     safe = safe and stmt is not None

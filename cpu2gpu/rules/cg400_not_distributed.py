@@ -6,9 +6,6 @@ from typing import Iterator
 
 import libcst as cst
 
-from ..classdefs import walk
-from ..distributed.index import code_of
-from ..distributed.plan import Refusal, make_plan, single_process_lines
 from .base import Hit, Invalid, Rule, RuleContext
 
 _SCRIPT = (
@@ -58,8 +55,12 @@ class NotDistributed(Rule):
 
     def check(self, ctx: RuleContext) -> Iterator[Hit]:
         module = ctx.facts.module
-        if not _has_backward(module):  # cheap, before the plan: no training step, nothing to distribute
+        if not _has_backward(ctx):  # cheap, before the plan: no training step, nothing to distribute
             return
+        # (the DDP migration is imported only where a plan is made: check does not need it otherwise)
+        from ..distributed.index import code_of
+        from ..distributed.plan import Refusal, make_plan, single_process_lines
+
         try:
             plan = make_plan(module)
         except Refusal as refusal:
@@ -80,5 +81,6 @@ class NotDistributed(Rule):
                            if saves else "every rank would print this under torchrun: print on rank 0 only")
 
 
-def _has_backward(module: cst.Module) -> bool:
-    return any(type(node) is cst.Attribute and node.attr.value == "backward" for node in walk(module))
+def _has_backward(ctx: RuleContext) -> bool:
+    syntax = ctx.syntax
+    return syntax.mentions("backward") and any(node.attr.value == "backward" for node in syntax.of_type(cst.Attribute))

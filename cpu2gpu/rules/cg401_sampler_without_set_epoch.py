@@ -158,9 +158,7 @@ def _epoch_loop(ddp: DdpReading, loader_call: cst.Call, loader_name: Optional[st
     function (or the module) whose body mentions it and that is not itself inside a loop over the
     loader; the innermost such loop whose variable names an epoch, if there is one."""
     candidates = []
-    for node in walk(ddp.module):
-        if type(node) not in (cst.For, cst.While):
-            continue
+    for node in ddp.loops:
         head = node.iter if type(node) is cst.For else node.test
         if _mentions(head, loader_name, loader_call):
             continue  # the loop over the batches
