@@ -19,7 +19,7 @@ import sys
 import tokenize
 import warnings
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Callable, Optional, Union
 
 import libcst as cst
 
@@ -70,6 +70,7 @@ def python_verdict(text: str) -> tuple[Optional[ast.Module], Optional[Refusal]]:
         return None, Refusal("syntax error: nested too deeply for Python to compile it", nesting=True)
     except ValueError as error:  # (NUL bytes are refused before this)
         return None, Refusal(f"syntax error: {error}")
+    assert isinstance(tree, ast.Module)  # what compile gives with PyCF_ONLY_AST in "exec" mode
     deep = _too_deep(tree, text)
     if deep is not None:
         line, column = deep
@@ -95,10 +96,13 @@ def _too_deep(tree: ast.Module, text: str) -> Optional[tuple[int, int]]:
             return where
         lineno = getattr(node, "lineno", None)
         if lineno is not None:
-            where = (lineno, node.col_offset + 1)
-            end = node.end_lineno or lineno
+            # (the nodes with a lineno have the other three: statements, expressions, arguments...)
+            col_offset: int = getattr(node, "col_offset")
+            end_col_offset: Optional[int] = getattr(node, "end_col_offset")
+            where = (lineno, col_offset + 1)
+            end = getattr(node, "end_lineno") or lineno
             if end == lineno:
-                span = (node.end_col_offset or 0) - node.col_offset
+                span = (end_col_offset or 0) - col_offset
             else:
                 if starts is None:
                     starts = [0]
@@ -106,7 +110,7 @@ def _too_deep(tree: ast.Module, text: str) -> Optional[tuple[int, int]]:
                         starts.append(starts[-1] + len(line))
                 # an upper bound in characters (the columns are UTF-8 offsets)
                 span = starts[min(end, len(starts)) - 1] - starts[min(lineno, len(starts)) - 1] \
-                    + (node.end_col_offset or 0)
+                    + (end_col_offset or 0)
             if depth + 2 * span + 8 <= MAX_NESTING:
                 continue
         stack.extend((child, depth + 1, where) for child in ast.iter_child_nodes(node))
@@ -130,9 +134,12 @@ def brackets_within_limit(text: str) -> bool:
     return True
 
 
-def _constructs() -> list[tuple[type, tuple[int, int], object]]:
+_Test = Optional[Callable[[Any], bool]]  # (its node: of the kind beside it)
+
+
+def _constructs() -> list[tuple[type, tuple[int, int], _Test]]:
     """libcst nodes of syntax newer than some Python: (node type, first version, test or None)."""
-    table: list[tuple[str, tuple[int, int], object]] = [
+    table: list[tuple[str, tuple[int, int], _Test]] = [
         ("Match", (3, 10), None),
         ("TryStar", (3, 11), None),
         ("Index", (3, 11), lambda node: getattr(node, "star", None) is not None),  # a[*b]
@@ -150,7 +157,7 @@ def _constructs() -> list[tuple[type, tuple[int, int], object]]:
 def newer_syntax(module: cst.Module, refusal: Refusal) -> bool:
     """Does ``module`` (which libcst read and Python refused) use syntax newer than this Python's?"""
     running = sys.version_info[:2]
-    wanted = [(kind, test) for kind, version, test in _constructs() if version > running]
+    wanted: list[tuple[type, _Test]] = [(kind, test) for kind, version, test in _constructs() if version > running]
     if running < (3, 12) and "f-string" in refusal.message:  # PEP 701 f-strings (nested quotes, ...)
         wanted.append((cst.FormattedString, None))
     if not wanted:
@@ -167,7 +174,7 @@ def newer_syntax(module: cst.Module, refusal: Refusal) -> bool:
     return False
 
 
-def python_syntax_error(data: bytes) -> str:
+def python_syntax_error(data: Union[str, bytes]) -> str:
     """Why Python's parser rejects ``data`` (its coding line and BOM honoured), or "" if it accepts it."""
     try:
         with warnings.catch_warnings():

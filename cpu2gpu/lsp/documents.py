@@ -30,6 +30,7 @@ from ..fixes import apply_edits
 from ..notebook import CellError, Notebook, _layout, _parse_program, _set_source, _split_program, load
 from ..project import ProjectFile, ProjectSet
 from ..rules import Hit, Rule
+from ..rules.base import Fix
 from ..seeds import NO_SEEDS, Seeds
 from ..syntax import python_syntax_error
 
@@ -104,19 +105,18 @@ class Report:
 
     def fixed(self, index: int) -> Optional[list[str]]:
         """The document's texts with only the fix of ``located[index]`` applied (None: no fix, or it fails)."""
-        if self.analysis is None:
+        analysis = self.analysis
+        if analysis is None:
             return None
-        hit = self.located[index].hit
-        if hit.fix is None:
+        fix = self.located[index].hit.fix
+        if fix is None:
             return None
         try:
-            return _deep(self._fixed_one, hit)
+            return _deep(self._fixed_one, analysis, fix)
         except SourceError:
             return None
 
-    def _fixed_one(self, hit: Hit) -> Optional[list[str]]:
-        analysis = self.analysis
-        fix = hit.fix
+    def _fixed_one(self, analysis: Analysis, fix: Fix) -> Optional[list[str]]:
         edits = list(fix.edits)
         if fix.needs_device_setup:
             edits.extend(analysis.context.setup.setup_edits(analysis.module, fix.edits))
@@ -217,13 +217,14 @@ class IpynbReport(Report):
         finder = NotebookPositions(text)
         for number, item in enumerate(self.located):
             f = item.finding
+            assert f.cell is not None  # the cells' report: every finding in a notebook has its cell
             cell = notebook.cells[f.cell - 1]
             index = indexes.get(id(cell.cell))
             start = finder.locate(index, cell.text, f.line, f.column) if index is not None else None
             end = finder.locate(index, cell.text, f.end_line, f.end_column) if index is not None else None
             if start is not None and end is not None:
                 self.places[number] = (*start, *end)
-        if self.error is not None and getattr(self.error, "cell", None) is not None:
+        if isinstance(self.error, CellError):
             cell = notebook.cells[self.error.cell - 1]
             index = indexes.get(id(cell.cell))
             where = finder.locate(index, cell.text, self.error.line or 1, self.error.column or 1) \

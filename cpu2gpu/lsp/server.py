@@ -212,14 +212,14 @@ def compute(snapshot: Snapshot) -> Outcome:
             if snapshot.uris else []
         return outcome
     try:
-        outcome.report = _report(snapshot, settings)
+        report = outcome.report = _report(snapshot, settings)
     except Exception as error:  # a bug in the analysis must not take the server down
         outcome.problem = f"{type(error).__name__}: {error}"
         if snapshot.uris:
             outcome.diagnostics[snapshot.uris[0]] = [_problem(
                 f"cpu2gpu: internal error, file not checked ({outcome.problem})", 0, 0, lsp.DiagnosticSeverity.Error)]
         return outcome
-    _diagnose(outcome)
+    _diagnose(outcome, report)
     return outcome
 
 
@@ -243,8 +243,8 @@ def _document_of(snapshot: Snapshot, report: Report, finding) -> Optional[int]:
     return 0
 
 
-def _diagnose(outcome: Outcome) -> None:
-    snapshot, report = outcome.snapshot, outcome.report
+def _diagnose(outcome: Outcome, report: Report) -> None:
+    snapshot = outcome.snapshot
     codec = PositionCodec(snapshot.encoding)
     lines = [python_lines(text) for text in snapshot.texts]
     for uri in snapshot.uris:
@@ -272,7 +272,7 @@ def _diagnose(outcome: Outcome) -> None:
         start = codec.position_to_client_units(lines[index], lsp.Position(line - 1, column - 1))
         end = codec.position_to_client_units(lines[index], lsp.Position(end_line - 1, end_column - 1))
         safety = item.fix_safety
-        message = finding.message + ({"safe": " (fix available)", "unsafe": " (unsafe fix available)"}.get(safety, ""))
+        message = finding.message + ({"safe": " (fix available)", "unsafe": " (unsafe fix available)"}.get(safety or "", ""))
         diagnostic = lsp.Diagnostic(range=lsp.Range(start, end), message=message,
                                     severity=lsp.DiagnosticSeverity.Warning, code=finding.code, source=SOURCE,
                                     data={"name": finding.name, "fix": safety})
