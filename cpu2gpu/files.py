@@ -37,7 +37,7 @@ def check_patterns(patterns: Iterable[str]) -> None:
             raise PatternError(f"exclude pattern {pattern!r} cannot match a path ({error})") from None
 
 
-def read_source(path: str) -> bytes:
+def read_source(path: "str | os.PathLike[str]") -> bytes:
     """A file's bytes; ``OSError`` (``IsADirectoryError`` for a folder, ``NotRegularFileError`` for a
     device, a FIFO or a socket, which would never end or block the run) when it cannot be read."""
     with open(path, "rb", opener=_nonblocking) as handle:
@@ -109,8 +109,8 @@ def _walk(root: Path, exclude: Sequence[str], ignored: Optional[IgnoreRules]) ->
             if name.endswith(SOURCE_SUFFIXES) and not _excluded(path, exclude) and not (
                     ignored is not None and ignored.ignores(path, is_dir=False)) and regular_or_missing(path):
                 found.append(str(path))
-    for path in sorted([*found, *unreadable]):
-        yield Target(path, False, unreadable.get(path))
+    for text in sorted([*found, *unreadable]):
+        yield Target(text, False, unreadable.get(text))
 
 
 def regular_or_missing(path: "str | Path") -> bool:

@@ -244,9 +244,9 @@ class Project:
                 # import model as M / from pkg import model: every name of it, as M.Net resolves
                 for name, exported in (self.summary(location) or {}).items():
                     imported[f"{qualified}.{name}"] = exported
-            exported = self.resolve(pf.path, qualified)
-            if exported is not None:
-                imported[qualified] = exported
+            resolved = self.resolve(pf.path, qualified)
+            if resolved is not None:
+                imported[qualified] = resolved
         star_names: dict[str, str] = {}
         for module_name in pf.stars:
             location = self.module_path(pf.path, module_name)
@@ -271,8 +271,7 @@ class Project:
         self._summarizing.add(pf.path)
         try:
             self.seeds_from_imports(pf)
-            self._analyse(pf)
-            pf.summary = self._exports(pf, pf.analyzer)
+            pf.summary = self._exports(pf, self._analyse(pf))
         finally:
             self._summarizing.discard(pf.path)
         return pf.summary
@@ -308,15 +307,15 @@ class Project:
                                          loader_params=loader_params.get(name, ()))
             elif value.kind is Kind.CLASS:
                 exports[name] = Exported("class", rel, name, loader_params=loader_params.get(name, ()))
-        exports.update(self._registries(pf, rel, analyzer, exports))
+        exports.update(self._registries(analyzer.facts.module, rel, exports))
         return exports
 
     @staticmethod
-    def _registries(pf: ProjectFile, rel: str, analyzer: Analyzer, exports: dict) -> dict[str, Exported]:
+    def _registries(module: cst.Module, rel: str, exports: dict[str, Exported]) -> dict[str, Exported]:
         """``MODELS = {"cnn": CNN, "mlp": MLP}`` at module level: a dict whose values are all module
         classes; ``MODELS[name]()`` is then a model."""
         found = {}
-        for stmt in pf.module.body:
+        for stmt in module.body:
             if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
                 continue
             assign = stmt.body[0]
@@ -326,8 +325,9 @@ class Project:
             values = [e.value for e in assign.value.elements if isinstance(e, cst.DictElement)]
             if not values or len(values) != len(assign.value.elements):
                 continue
-            classes = [exports.get(v.value) if isinstance(v, cst.Name) else None for v in values]
-            if all(c is not None and c.kind == "module_class" for c in classes):
+            classes = [c for c in (exports.get(v.value) if isinstance(v, cst.Name) else None for v in values)
+                       if c is not None and c.kind == "module_class"]
+            if len(classes) == len(values):
                 for target in targets:
                     if isinstance(target, cst.Name):
                         found[target.value] = Exported("registry", rel, target.value,
@@ -343,13 +343,15 @@ class Project:
             return (cls.origin_file, cls.name)
         return (rel, cls.name) if analyzer.module_class_values.get(cls.name) is cls else ()
 
-    def _analyse(self, pf: ProjectFile) -> None:
+    def _analyse(self, pf: ProjectFile) -> Analyzer:
         """Analyse the file with its seeds as they are now; keep the analysis (its summary and the
         final check read it, the latter only while the seeds have not moved since) and its calls
         into other project files."""
+        assert pf.module is not None  # only a parsed file is analysed (``parsed`` came before)
         pf.analyzed_with = pf.seeds.fingerprint()
-        pf.analyzer = Analyzer(pf.module, seeds=pf.seeds)
-        self._outgoing[pf.path] = pf.analyzer.run().outgoing_calls
+        analyzer = pf.analyzer = Analyzer(pf.module, seeds=pf.seeds)
+        self._outgoing[pf.path] = analyzer.run().outgoing_calls
+        return analyzer
 
     def _relative(self, path: Path) -> str:
         try:
@@ -367,13 +369,13 @@ class Project:
         self._settle(in_play)  # an import cycle summarised a file before what it imports
         for _ in range(_ROUNDS):
             incoming = self._incoming()
-            changed = [p for p in in_play if self.files.get(p) is not None and self.files[p].seeds.incoming != incoming.get(p, {})]
+            changed = [(p, pf) for p, pf in ((p, self.files.get(p)) for p in in_play)
+                       if pf is not None and pf.seeds.incoming != incoming.get(p, {})]
             if not changed:
                 break
-            for path in changed:
-                pf = self.files[path]
-                pf.seeds.incoming = incoming.get(path, {})
-                self._analyse(pf)
+            for path, stale in changed:
+                stale.seeds.incoming = incoming.get(path, {})
+                self._analyse(stale)
         # What the callees learnt from their callers (a loader whose batches they move) goes back
         # into the summaries the callers read.
         for path in in_play:
@@ -400,8 +402,7 @@ class Project:
                 self.seeds_from_imports(pf)
                 if (pf.seeds.imported, pf.seeds.star_names) != before:
                     changed = True
-                    self._analyse(pf)
-                    pf.summary = self._exports(pf, pf.analyzer)
+                    pf.summary = self._exports(pf, self._analyse(pf))
             if not changed:
                 return
 
@@ -577,8 +578,9 @@ class ProjectSet:
                     seeds[raw] = found[path]
                 pf = project.files.get(path)
                 if parsed is not None and pf is not None and pf.module is not None:
-                    current = pf.analyzer is not None and pf.analyzed_with == pf.seeds.fingerprint()
-                    parsed[raw] = (pf.data, pf.module, pf.analyzer.facts if current else None)
+                    analyzer = pf.analyzer
+                    current = analyzer is not None and pf.analyzed_with == pf.seeds.fingerprint()
+                    parsed[raw] = (pf.data, pf.module, analyzer.facts if analyzer is not None and current else None)
         return seeds
 
 
