@@ -223,3 +223,13 @@ def test_a_device_pinned_to_gpu_0_becomes_each_ranks_gpu(tmp_path):
     assert result.exit_code == 0, result.output
     assert "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')" in text
     assert "not GPU 0 for all" in result.output
+
+
+def test_a_bytes_literal_in_the_device_line_is_read_past(tmp_path):
+    # the "cuda:N" search of the device line met a bytes literal with a str pattern: a TypeError
+    source = (DDP_FIXTURES / "cnn.py").read_text().replace(
+        "torch.manual_seed(0)", "import os\ndevice = torch.device('cuda:0' if torch.cuda.is_available() "
+        "and os.environb.get(b'GPU') != b'0' else 'cpu')\ntorch.manual_seed(0)")
+    result, text = _rewrite(tmp_path, "cnn.py", source, "--distributed", "ddp")
+    assert result.exit_code == 0, result.output
+    assert "device = torch.device('cuda' if torch.cuda.is_available() and os.environb.get(b'GPU') != b'0'" in text

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, Union
 
 import libcst as cst
 
@@ -84,7 +84,8 @@ def make_plan(module: cst.Module) -> Plan:
     wrap_after, wrap_target, receivers = _wrap_point(index, forwards)
     _follow_handoffs(index, receivers)
     loops = _training_loops(index)
-    train_loaders, set_epochs = [], []
+    train_loaders: list[cst.Call] = []
+    set_epochs: list[tuple[cst.BaseStatement, str, str]] = []
     for loop, loader in loops:
         calls = _loader_calls(index, loader, index.scope_of(loop))
         if not calls:
@@ -146,7 +147,12 @@ def _device_variable(index: FileIndex) -> Optional[str]:
     """The script's device name. Its line needs no change: once each process has set its own GPU
     current, "cuda" is that GPU (a "cuda:0" in it is made "cuda": see pinned_gpus)."""
     line = _device_line(index)
-    return line.body[0].targets[0].target.value if line is not None else None
+    if line is None:
+        return None
+    assign = line.body[0]
+    target = assign.targets[0].target if isinstance(assign, cst.Assign) else None
+    assert isinstance(target, cst.Name)  # what _device_line looked for
+    return target.value
 
 
 def pinned_gpus(index: FileIndex) -> list[cst.SimpleString]:
@@ -155,7 +161,7 @@ def pinned_gpus(index: FileIndex) -> list[cst.SimpleString]:
     if line is None:
         return []
     return [node for node in preorder(line) if isinstance(node, cst.SimpleString)
-            and re.fullmatch(r"cuda:\d+", node.evaluated_value or "")]
+            and isinstance(node.evaluated_value, str) and re.fullmatch(r"cuda:\d+", node.evaluated_value)]
 
 
 def _batch_division(index: FileIndex, loaders: list[cst.Call]) -> tuple[set, list[str]]:
@@ -255,11 +261,12 @@ def _is_receiver_expr(node: cst.BaseExpression, name: str) -> bool:
         and node.value.value == "self")
 
 
-def _wrap_point(index: FileIndex, forwards: list[cst.Call]) -> tuple[cst.SimpleStatementLine, str, list[Receiver]]:
-    points: dict[int, tuple[cst.SimpleStatementLine, str, list[Receiver]]] = {}
+def _wrap_point(index: FileIndex, forwards: list[cst.Call]) -> tuple[cst.BaseStatement, str, list[Receiver]]:
+    points: dict[int, tuple[cst.BaseStatement, str, list[Receiver]]] = {}
     for call in forwards:
         callee = call.func.value if isinstance(call.func, cst.Attribute) and call.func.attr.value == "forward" \
             and not _is_receiver_expr(call.func, "forward") else call.func
+        assert isinstance(callee, (cst.Name, cst.Attribute))  # _training_forwards kept these calls only
         found = _wrap_for(index, callee, index.scope_of(call), call, depth=0)
         points.setdefault(id(found[0]), found)
     if len(points) != 1:
@@ -268,13 +275,14 @@ def _wrap_point(index: FileIndex, forwards: list[cst.Call]) -> tuple[cst.SimpleS
     return stmt, target, receivers
 
 
-def _wrap_for(index: FileIndex, expr: cst.BaseExpression, scope: Scope, use: cst.CSTNode,
-              depth: int) -> tuple[cst.SimpleStatementLine, str, list[Receiver]]:
+def _wrap_for(index: FileIndex, expr: Union[cst.Name, cst.Attribute], scope: Scope, use: cst.CSTNode,
+              depth: int) -> tuple[cst.BaseStatement, str, list[Receiver]]:
     if depth > 4:
         raise Refusal("the model is handed through too many functions to follow")
     if isinstance(expr, cst.Attribute):  # self.model
         cls = index.class_of(scope) if isinstance(scope, cst.FunctionDef) else None
-        bindings = [b for b in index.self_bindings(cls, expr.attr.value) if b.scope.name.value == "__init__"] if cls else []
+        bindings = [b for b in index.self_bindings(cls, expr.attr.value)
+                    if isinstance(b.scope, cst.FunctionDef) and b.scope.name.value == "__init__"] if cls else []
         if not bindings:
             raise Refusal(f"`self.{expr.attr.value}` is not set in `__init__`")
         after = _out_of_branches(index, bindings[-1].stmt)
@@ -284,14 +292,14 @@ def _wrap_for(index: FileIndex, expr: cst.BaseExpression, scope: Scope, use: cst
     if local:
         after = _out_of_branches(index, local[-1].stmt)
         return after, name, [Receiver(scope, name, None, after)]
-    if index.is_parameter(name, scope):
+    if isinstance(scope, cst.FunctionDef) and index.is_parameter(name, scope):
         found: dict[int, tuple] = {}
         for site in index.call_sites(scope):
             argument = index.argument_for(site, scope, name)
             if not isinstance(argument, (cst.Name, cst.Attribute)):
                 raise Refusal(f"`{scope.name.value}` is called without a model named at line {_line(index, site)}")
-            outer = _wrap_for(index, argument, index.scope_of(site), site, depth + 1)
-            found.setdefault(id(outer[0]), outer)
+            wrapped = _wrap_for(index, argument, index.scope_of(site), site, depth + 1)
+            found.setdefault(id(wrapped[0]), wrapped)
         if len(found) != 1:
             raise Refusal(f"the model `{name}` of `{scope.name.value}` comes from {len(found) or 'no'} places")
         stmt, target, receivers = next(iter(found.values()))
@@ -321,7 +329,7 @@ def _out_of_branches(index: FileIndex, stmt: cst.BaseStatement) -> cst.BaseState
     return where
 
 
-def _is_elif(index: FileIndex, node: cst.If) -> bool:
+def _is_elif(index: FileIndex, node: cst.CSTNode) -> bool:
     return isinstance(index.parent(node), cst.If)  # an `elif`: its `if` holds it
 
 
@@ -331,6 +339,7 @@ def _follow_handoffs(index: FileIndex, receivers: list[Receiver]) -> None:
     queue = [r for r in receivers if r.cls is None]
     while queue:
         receiver = queue.pop()
+        assert receiver.scope is not None  # a receiver by name has its scope (only ``self.x`` has none)
         for node in own_nodes(receiver.scope):
             if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Name):
                 continue
@@ -366,7 +375,8 @@ def is_wrapper(index: FileIndex, receivers: list[Receiver], expr: cst.BaseExpres
         if receiver.cls is not None:
             if _is_receiver_expr(expr, receiver.name) and isinstance(expr, cst.Attribute) \
                     and isinstance(scope, cst.FunctionDef) and index.class_of(scope) is receiver.cls \
-                    and (scope.name.value != "__init__" or index.follows(receiver.after, expr)):
+                    and (scope.name.value != "__init__"
+                         or (receiver.after is not None and index.follows(receiver.after, expr))):
                 return True
         elif isinstance(expr, cst.Name) and expr.value == receiver.name:
             if scope is receiver.scope and _receives_wrapper(index, receiver, expr):
@@ -382,7 +392,7 @@ def is_wrapper(index: FileIndex, receivers: list[Receiver], expr: cst.BaseExpres
 def _training_loops(index: FileIndex) -> list[tuple[cst.For, cst.BaseExpression]]:
     """The innermost loops whose body trains (calls ``.backward()``, itself or in a same-file function
     it calls), with the loader they iterate."""
-    loops = []
+    loops: list[tuple[cst.For, cst.BaseExpression]] = []
     for node in preorder(index.module):
         if not isinstance(node, cst.For) or not _trains(index, node):
             continue
@@ -466,7 +476,7 @@ def _loader_calls(index: FileIndex, expr: cst.BaseExpression, scope: Scope, dept
     bindings = index.bindings(expr.value, scope)
     if bindings:
         return [c for b in bindings[-1:] for c in _loader_calls(index, b.value, scope, depth + 1)]
-    if index.is_parameter(expr.value, scope):
+    if isinstance(scope, cst.FunctionDef) and index.is_parameter(expr.value, scope):
         found = []
         for site in index.call_sites(scope):
             argument = index.argument_for(site, scope, expr.value)
@@ -528,21 +538,22 @@ def _epoch_at_call_sites(index: FileIndex, loop: cst.For, loader: cst.BaseExpres
     """``def train(model, loader): for x, y in loader: ...`` called in ``for epoch in ...: train(m, dl)``:
     ``dl.sampler.set_epoch(epoch)`` before each call, when every call is in such a loop."""
     scope = index.scope_of(loop)
-    if not isinstance(loader, cst.Name) or not index.is_parameter(loader.value, scope):
+    if not isinstance(loader, cst.Name) or not isinstance(scope, cst.FunctionDef) \
+            or not index.is_parameter(loader.value, scope):
         return []
     found = []
     for site in index.call_sites(scope):
         argument = index.argument_for(site, scope, loader.value)
         stmt = index.statement_of(site)
         epoch = _epoch_of(index, stmt) if stmt is not None else None
-        if not isinstance(argument, (cst.Name, cst.Attribute)) or epoch is None \
+        if stmt is None or not isinstance(argument, (cst.Name, cst.Attribute)) or epoch is None \
                 or not isinstance(index.parent(stmt), (cst.IndentedBlock, cst.Module)):
             return []
         found.append((stmt, code_of(argument), epoch))
     return found
 
 
-def _repeated(index: FileIndex, loop: cst.For, depth: int = 0) -> bool:
+def _repeated(index: FileIndex, loop: cst.CSTNode, depth: int = 0) -> bool:
     """The pass runs more than once: in a loop, or in a function called in one (or from unknown places).
     One pass needs no set_epoch: the sampler's epoch 0 is a shuffle of its own."""
     for up in index.ancestors(loop):
@@ -577,7 +588,8 @@ def single_process_lines(plan: Plan) -> list[cst.SimpleStatementLine]:
 def single_process_lines_of(index: FileIndex) -> list[cst.SimpleStatementLine]:
     """Every print/logging/plot- or image-saving line and torch.save of the file: what would run on
     every rank (the process group is set up right after the imports, before any of them)."""
-    return [node for node in preorder(index.module) if _every_rank_line(index, node)]
+    return [node for node in preorder(index.module)
+            if isinstance(node, cst.SimpleStatementLine) and _every_rank_line(index, node)]
 
 
 def _every_rank_line(index: FileIndex, node: cst.CSTNode) -> bool:
