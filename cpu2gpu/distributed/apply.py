@@ -101,9 +101,11 @@ class ApplyPlan(cst.CSTTransformer):
                 del self.bound_datasets[call_id]
         if id(original) in self.guards:
             body = updated.with_changes(leading_lines=())
-            updated = cst.If(test=self.rank0, body=cst.IndentedBlock([body]), leading_lines=updated.leading_lines)
-            self.guard_ifs.add(id(updated))
-        out.append(updated)
+            guarded = cst.If(test=self.rank0, body=cst.IndentedBlock([body]), leading_lines=updated.leading_lines)
+            self.guard_ifs.add(id(guarded))
+            out.append(guarded)
+        else:
+            out.append(updated)
         return cst.FlattenSentinel(out) if len(out) > 1 else out[0]
 
     def on_leave(self, original: cst.CSTNode, updated):
@@ -111,6 +113,7 @@ class ApplyPlan(cst.CSTTransformer):
         result = super().on_leave(original, updated)
         if original is not self.plan.wrap_after and id(original) not in self.epochs:
             return result
+        assert not isinstance(result, cst.RemovalSentinel)  # no statement of the plan is removed
         nodes = list(result.nodes) if isinstance(result, cst.FlattenSentinel) else [result]
         if id(original) in self.epochs:
             loader, epoch = self.epochs[id(original)]
@@ -132,8 +135,10 @@ class ApplyPlan(cst.CSTTransformer):
     def _merge_guards(self, body: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
         out: list[cst.BaseStatement] = []
         for stmt in body:
-            if id(stmt) in self.guard_ifs and out and id(out[-1]) in self.guard_ifs and not stmt.leading_lines:
-                merged = out[-1].with_changes(body=out[-1].body.with_changes(body=[*out[-1].body.body, *stmt.body.body]))
+            last = out[-1] if out else None
+            if isinstance(stmt, cst.If) and id(stmt) in self.guard_ifs and isinstance(last, cst.If) \
+                    and id(last) in self.guard_ifs and not stmt.leading_lines:
+                merged = last.with_changes(body=last.body.with_changes(body=[*last.body.body, *stmt.body.body]))
                 self.guard_ifs.add(id(merged))
                 out[-1] = merged
             else:
@@ -155,8 +160,9 @@ class ApplyPlan(cst.CSTTransformer):
         at = _after_imports(body)
         rest = body[at:]
         setup = [self.setup[0].with_changes(leading_lines=[cst.EmptyLine()]), *self.setup[1:]]
-        if rest and not rest[0].leading_lines:
-            rest[0] = rest[0].with_changes(leading_lines=[cst.EmptyLine()])
+        first = rest[0] if rest else None  # (every statement is one of these two)
+        if isinstance(first, (cst.SimpleStatementLine, cst.BaseCompoundStatement)) and not first.leading_lines:
+            rest[0] = first.with_changes(leading_lines=[cst.EmptyLine()])
         return updated.with_changes(body=[*body[:at], *imports, *setup, *rest])
 
     # -- expressions --------------------------------------------------------------------------
@@ -172,8 +178,9 @@ class ApplyPlan(cst.CSTTransformer):
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         if id(original) in self.loaders:
             return self._shard(original, updated)
-        if id(original) in self.loads:
-            return _with_keyword(updated, "map_location", cst.Name(self.plan.device_name), keep=("cpu",))
+        device_name = self.plan.device_name
+        if id(original) in self.loads and device_name is not None:  # (the plan finds loads only with one)
+            return _with_keyword(updated, "map_location", cst.Name(device_name), keep=("cpu",))
         if id(original) in self.mkdirs and len(updated.args) == 1:
             # `if not exists: os.mkdir(d)` on every rank at once: one of them finds it made
             made = cst.parse_expression(f"{self.names.os}.makedirs({code_of(updated.args[0].value)}, exist_ok=True)")
@@ -189,6 +196,7 @@ class ApplyPlan(cst.CSTTransformer):
     def _shard(self, original: cst.Call, updated: cst.Call) -> cst.Call:
         bound = self.dataset_names.get(id(original))
         dataset = cst.parse_expression(bound) if bound else dataset_argument(updated)
+        assert dataset is not None  # the plan refuses a training loader without one
         shuffle = next((a.value for a in updated.args if a.keyword is not None and a.keyword.value == "shuffle"), None)
         args = []
         for position, arg in enumerate(updated.args):
