@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import linecache
 import re
+from typing import Any
 
 import torch
 
@@ -51,7 +52,8 @@ _SIM_BACKEND = re.compile(r"Could not run '([\w:.]+)' with arguments from the '(
 
 
 def finding(cause: str, rule: str | None, where: dict | None, subject: dict | None = None) -> dict:
-    out = {"cause": cause, "rule": rule, "rule_name": RULE_NAMES.get(rule), "where": where}
+    out = {"cause": cause, "rule": rule, "rule_name": RULE_NAMES.get(rule) if rule is not None else None,
+           "where": where}
     if subject is not None:
         out["subject"] = subject
     return out
@@ -249,7 +251,7 @@ def _module_seen_on_device(rec, module) -> bool:
 
 def _frame_findings(fr: _Frame, rec, in_forward: bool):
     """Culprits on one line: a list of (priority, finding)."""
-    out = []
+    out: list[tuple[int, Any]] = []  # (rank, a finding; rank 5: ("module", name, value, tensor, frame))
     values = list(fr.names())
     device_tensor = next((n for n, v in values if _on_device(v)), None)
     for name, value in values:
@@ -442,11 +444,12 @@ def explain(exc: BaseException, tb, rec, display) -> dict | None:
         at = frames[-1].at() if frames else "an unknown line"
         return finding(f"the optimizer got a tensor that is not a leaf at {at}: nn.Parameter(...).to(device) "
                        f"returns a copy on the GPU, not the parameter; move the data first", "CG112", where)
-    if isinstance(exc, NotImplementedError) and _SIM_BACKEND.search(msg):
+    sim = _SIM_BACKEND.search(msg) if isinstance(exc, NotImplementedError) else None
+    if sim is not None:
         frames = _user_frames(tb, rec, display)
         where = frames[-1].where if frames else None
         at = frames[-1].at() if frames else "an unknown line"
-        op = _SIM_BACKEND.search(msg).group(1)
+        op = sim.group(1)
         out = finding(f"the simulated device cannot run {op} on the path taken at {at}: a limit of the "
                       f"simulation, not a fault of the migration (run on a GPU to judge this script)", None, where)
         out["sim_limit"] = True
@@ -507,7 +510,7 @@ def explain(exc: BaseException, tb, rec, display) -> dict | None:
                     f"{type(layer).__name__} is built inside {type(owner).__name__}.{fr.func}() at {fr.at()}, with "
                     f"new CPU weights on every call; build it once in __init__", "CG111", fr.where)
             break
-    modules = []
+    modules: list[Any] = []
     for depth, fr in enumerate(reversed(frames)):
         in_forward = isinstance(fr.owner, torch.nn.Module)
         found = _frame_findings(fr, rec, in_forward)

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import time
+from typing import Optional
 
 EVERY_S = 0.2  # the child writes at most this often (plus the last line)
 POLL_S = 0.2  # the parent looks at the file this often
@@ -26,7 +27,7 @@ class Writer:
         self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         self.rec = rec
         self.every = every
-        self.last = None
+        self.last: Optional[float] = None
 
     def on_step(self, optimizer, args, kwargs) -> None:
         now = time.monotonic()

@@ -13,6 +13,7 @@ import os
 import shutil
 import threading
 import time
+from typing import Optional
 
 PLAIN_EVERY_S = 2.0
 LIVE_EVERY_S = 0.1
@@ -48,7 +49,7 @@ class ProgressView:
         self.printed: dict = {}  # label -> when its last plain line went out
         self.max_steps = None
         self.drawn = 0
-        self.last_draw = None
+        self.last_draw: Optional[float] = None
 
     def start(self, script: str, device: str, specs: list, max_steps) -> None:
         with self.lock:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 import struct
 import zlib
+from typing import Any
 
 import torch
 
 BANDS = {"L": 1, "RGB": 3, "RGBA": 4}
-_PIL = []
+_PIL: list[Any] = []  # PIL.Image once looked for (None: no Pillow)
 
 
 def pil():
