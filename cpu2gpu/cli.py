@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import difflib
+import gc
 import importlib
 import os
 import sys
@@ -19,7 +21,6 @@ try:  # a Ctrl-C while the modules load (libcst takes a while) ends the run quie
     from .cache import CACHE_DIR_NAME, Cache, cache_root, settings_fingerprint
     from .checking import check_data, check_targets
     from .config import ConfigError, Settings, apply_device_style, load_settings
-    from .distributed import Refusal, migrate_bytes_to_ddp
     from .engine import SourceError, rewrite_data, select_rules, tally_fixes
     from .files import (NotRegularFileError, PatternError, Target, check_patterns, discover, mentions_torch,
                         read_source, regular_or_missing)
@@ -35,6 +36,10 @@ try:  # a Ctrl-C while the modules load (libcst takes a while) ends the run quie
     from .writing import WriteError, write_rewrite
 except KeyboardInterrupt:
     raise SystemExit(EXIT_INTERRUPTED) from None
+
+# At exit, Python's cycle collector would read every object still alive (the last files' trees, the
+# caches): a fifth of a second after a check of a hundred files. Frozen, they are freed without it.
+atexit.register(gc.freeze)
 
 
 class LazyGroup(click.Group):
@@ -365,6 +370,8 @@ def rewrite(paths: tuple[str, ...], in_place: bool, check_only: bool, unsafe_fix
             continue
         summary: list[str] = []
         if distributed and not is_notebook(target.path):
+            from .distributed import Refusal, migrate_bytes_to_ddp  # (only here: check does not load it)
+
             try:
                 new, summary = migrate_bytes_to_ddp(data, new, settings.device_style == "accelerator")
             except Refusal as refusal:

@@ -9,16 +9,16 @@ and leave SIGINT to it (one quiet exit, not a traceback per worker).
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import sys
 import threading
 import time
 from collections import deque
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
-from typing import Callable, Iterator, Optional, Sequence, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterator, Optional, Sequence, TypeVar
+
+if TYPE_CHECKING:  # imported where a pool starts: a run in one process does not load them
+    from concurrent.futures import Future, ProcessPoolExecutor
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -78,6 +78,8 @@ def _unordered(func, items: Sequence, jobs: int, initializer, initargs: tuple, c
     chunk = max(1, min(32, len(items) // (jobs * 4)))
     groups: deque[list[int]] = deque([list(range(len(items)))])
     careful = False  # a worker died: groups of single items from now on
+    from concurrent.futures.process import BrokenProcessPool
+
     while groups:
         pool = _pool(jobs, initializer, initargs)
         finished = False
@@ -119,6 +121,8 @@ def _unordered(func, items: Sequence, jobs: int, initializer, initargs: tuple, c
 
 
 def _as_completed(futures: dict) -> Iterator[Future]:
+    from concurrent.futures import FIRST_COMPLETED, wait
+
     pending = set(futures)
     while pending:
         done, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -127,6 +131,9 @@ def _as_completed(futures: dict) -> Iterator[Future]:
 
 
 def _pool(jobs: int, initializer, initargs: tuple) -> ProcessPoolExecutor:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     return ProcessPoolExecutor(max_workers=jobs, initializer=_start_worker,
                                initargs=(os.getpid(), multiprocessing.get_start_method(), initializer, initargs))
 

@@ -120,10 +120,19 @@ class Project:
         self._root_text = str(root)
         self._in_folder: dict[tuple, Optional[Path]] = {}
         self._tree: Optional[list[Path]] = None
+        self._bases_of: dict[tuple, list[Path]] = {}
+        self._in_play_of: dict[tuple, list[Path]] = {}
 
     # -- where a module lives ---------------------------------------------------------
 
     def _bases(self, importer: Path, level: int) -> list[Path]:
+        key = (importer.parent, level)  # the same for every file of a folder
+        bases = self._bases_of.get(key)
+        if bases is None:
+            bases = self._bases_of[key] = self._find_bases(importer, level)
+        return bases
+
+    def _find_bases(self, importer: Path, level: int) -> list[Path]:
         if level:
             base = importer.parent
             for _ in range(level - 1):
@@ -408,7 +417,15 @@ class Project:
 
     def _in_play(self, targets: list[Path]) -> list[Path]:
         """The targets that import project files, what they import (transitively), and the files
-        of the tree that call into them, and their callers in turn (main -> trainer -> train_epoch)."""
+        of the tree that call into them, and their callers in turn (main -> trainer -> train_epoch).
+        (Asked twice in a run, by the cache keys and by the seeds: found once.)"""
+        key = tuple(targets)
+        found = self._in_play_of.get(key)
+        if found is None:
+            found = self._in_play_of[key] = self._find_in_play(targets)
+        return list(found)
+
+    def _find_in_play(self, targets: list[Path]) -> list[Path]:
         in_play: dict[Path, None] = {}
         explored: set[Path] = set()
 

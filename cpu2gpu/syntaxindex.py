@@ -126,29 +126,33 @@ class SyntaxIndex:
     def _build(self) -> None:
         nodes: list[cst.CSTNode] = []
         parents = self._parents
+        by_type: dict[tuple, list] = {}
         stack: list[cst.CSTNode] = [self.module]
         pop, push, add = stack.pop, stack.extend, nodes.append
         while stack:
             node = pop()
             add(node)
+            kind = (type(node),)
+            bucket = by_type.get(kind)
+            if bucket is None:
+                bucket = by_type[kind] = []
+            bucket.append(node)
             children = _children(node)
             for child in children:
                 parents[id(child)] = node
             children.reverse()
             push(children)
         self._nodes = nodes
+        self._by_type = by_type
 
     # -- queries ----------------------------------------------------------------------
 
     def of_type(self, *kinds: type) -> list:
         """The nodes of these exact types, in source order."""
+        nodes = self.nodes  # (the walk fills the lists of single types)
         found = self._by_type.get(kinds)
         if found is None:
-            if len(kinds) == 1:
-                kind = kinds[0]
-                found = [node for node in self.nodes if type(node) is kind]
-            else:
-                found = [node for node in self.nodes if type(node) in kinds]
+            found = [node for node in nodes if type(node) in kinds] if len(kinds) > 1 else []
             self._by_type[kinds] = found
         return found
 
