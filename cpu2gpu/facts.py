@@ -121,6 +121,9 @@ class Value:
     # CLASS of a module: whether it holds state, whether it places its own submodules.
     holds_state: bool = False
     places_itself: bool = False
+    # MODULE: known to have parameters (a stand-in for a model its callers train); CLASS of a module:
+    # its __init__ makes some (a layer with weights, an nn.Parameter), so next(self.parameters()) is safe
+    parameterized: bool = False
     stateful_bases: tuple = ()  # CLASS: local module classes it inherits from
     device_attr: Optional[str] = None  # CLASS: self.<name> holds the device
     origin_file: Optional[str] = None  # CLASS of another project file / LOADER given by one: that file, for messages
@@ -197,6 +200,7 @@ class Facts:
     bound: set[int] = field(default_factory=set)  # ids of roots bound for the device
     imports: Optional[object] = None  # the ImportTable: rules that read code resolve names with it
     module_class_defs: dict[str, cst.ClassDef] = field(default_factory=dict)  # nn.Module subclasses
+    method_classes: dict = field(default_factory=dict)  # id(method's FunctionDef) -> its module CLASS value
     host_loads: set = field(default_factory=set)  # ids of torch.load calls whose result is read on the host
     param_loaders: list = field(default_factory=list)  # (function, position or keyword, stand-in loader): given by other files
     outgoing_calls: list = field(default_factory=list)  # (qualified name, CallShape): calls into other project files

@@ -46,6 +46,7 @@ class CallShape:
     keywords: tuple = ()  # (name, kind) pairs
     stateful: tuple = ()  # positions / names whose module holds state
     callers: tuple = ()  # the calling files, relative to the project root, for messages
+    parameterized: tuple = ()  # positions / names whose module certainly has parameters (every caller's)
 
     def merge(self, other: "CallShape") -> "CallShape":
         """What every caller agrees on: a position is a model only if no caller says otherwise."""
@@ -58,7 +59,8 @@ class CallShape:
             keywords[name] = _join(keywords[name], kind) if name in keywords else kind
         return CallShape(positional, tuple(sorted(keywords.items())),
                          tuple(sorted(set(self.stateful) | set(other.stateful), key=str)),
-                         tuple(sorted(set(self.callers) | set(other.callers))))
+                         tuple(sorted(set(self.callers) | set(other.callers))),
+                         tuple(sorted(set(self.parameterized) & set(other.parameterized), key=str)))
 
 
 def _join(a: Optional[str], b: Optional[str]) -> Optional[str]:

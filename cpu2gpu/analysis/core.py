@@ -63,16 +63,38 @@ class Scope:
         keeps: ``self.model``), to read the device from."""
         for name in self.params:
             value = self.names.get(name)
-            if value is not None and value.kind is Kind.MODULE and value.stateful and value.name != "self":
+            if value is not None and value.kind is Kind.MODULE and value.stateful and value.name != "self" \
+                    and has_parameters(value):
                 return name
         if self.owner is not None and self.owner.kind is Kind.INSTANCE and self.params:
             for attr, value in self.owner.attrs.items():
                 # a model the object was given (on the device already), never one it builds itself:
                 # self.net = Net().to(next(self.net.parameters()).device) would read self.net too early
                 if value is not None and value.kind is Kind.MODULE and value.stateful \
-                        and value.explicit is Place.DEVICE and not value.moves:
+                        and value.explicit is Place.DEVICE and not value.moves and has_parameters(value):
                     return f"{self.params[0]}.{attr}"
         return None
+
+
+def has_parameters(value: Optional[Value]) -> bool:
+    """Whether a module certainly has parameters, so that ``next(module.parameters())`` cannot raise
+    StopIteration: an optimizer is given them (here or, for a stand-in, by the callers), a torch layer
+    with weights (``parameterized`` where it is built; not a container, which may be empty), or a class of the file whose ``__init__``
+    makes a layer with weights or an ``nn.Parameter``. A module with buffers only, a container, a class
+    of another file or one whose layers come from a function is not known to have any."""
+    if value is None or value.kind is not Kind.MODULE or not value.stateful:
+        return False
+    if value.trained or value.parameterized:
+        return True
+    return value.class_value is not None and class_has_parameters(value.class_value)
+
+
+def class_has_parameters(cls: Value, seen: Optional[set] = None) -> bool:
+    seen = set() if seen is None else seen
+    if id(cls) in seen:
+        return False
+    seen.add(id(cls))
+    return cls.parameterized or any(class_has_parameters(base, seen) for base in cls.stateful_bases)
 
 
 _EXPRESSION, _STATEMENT, _SMALL, _OTHER = "expression", "statement", "small statement", "other"
@@ -109,6 +131,10 @@ def _tensors_of(value: Optional[Value]) -> list[Value]:
 
 
 _PACK_PADDED = "torch.nn.utils.rnn.pack_padded_sequence"
+
+# Python containers of tensors, written out: never a tensor themselves, so never given .to(device)
+_CONTAINER_DISPLAYS = (cst.List, cst.Tuple, cst.Set, cst.Dict, cst.ListComp, cst.SetComp, cst.DictComp,
+                       cst.GeneratorExp)
 
 
 def _plain_args(node: cst.Call) -> Optional[list[cst.CSTNode]]:

@@ -447,7 +447,8 @@ class ExpressionEvaluator:
                 or not any(m.time > function.walked_until for m in returned.moves):
             return returned
         return self.new(Kind.MODULE, node, scope, origin=Origin.MODULE, stateful=returned.stateful,
-                        weighted_loss=returned.weighted_loss, class_value=returned.class_value)
+                        weighted_loss=returned.weighted_loss, class_value=returned.class_value,
+                        parameterized=returned.parameterized)
 
     def module_call(self, node: cst.Call, module: Value, scope: Scope) -> Optional[Value]:
         values = self.args(node, scope)

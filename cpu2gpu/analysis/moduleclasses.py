@@ -14,7 +14,7 @@ from ..classdefs import walk
 from ..facts import Kind, Origin, Place, Value
 from ..imports import dotted
 
-from .core import Scope, _PACK_PADDED, _call_kwarg, _string_value
+from .core import Scope, _PACK_PADDED, _call_kwarg, _string_value, has_parameters
 
 
 class ModuleClasses:
@@ -80,6 +80,8 @@ class ModuleClasses:
                 # Methods see the enclosing scope, not the class body.
                 method = Value(Kind.FUNCTION, item, name=item.name.value, definition=item, def_scope=scope)
                 class_value.methods[item.name.value] = method
+                if is_module:
+                    self.facts.method_classes[id(item)] = class_value
                 methods.append(method)
             else:
                 self.statement(item, class_scope)
@@ -110,6 +112,10 @@ class ModuleClasses:
         self.note_state(owner, value, value_node)
         if value is None:
             return
+        in_init = self.method_context is not None and self.method_context[0].name.value == "__init__"
+        if in_init and owner.class_value is not None and stmt in self.method_context[0].body.body \
+                and (value.is_parameter or has_parameters(value)):
+            owner.class_value.parameterized = True  # self.fc = nn.Linear(...) on every construction
         if value.name is None:
             value.name = dotted(target)
             value.binding_stmt = stmt
@@ -119,7 +125,9 @@ class ModuleClasses:
             for root in self.facts.roots(value):
                 root.explicit = Place.DEVICE
         elif value.is_root and value.kind is Kind.TENSOR and value.method is not None \
-                and value.method.name.value == "__init__":
+                and (value.method.name.value == "__init__" or in_init and self._own_method(owner, value.method)):
+            # self.table = torch.zeros(...) in __init__, or self.table = self.one_hot_table() there: a tensor
+            # made at construction and kept, which model.to(device) leaves where it is (a buffer, CG105)
             value.context = "module-attribute"
             value.attribute_binding = (target.attr.value, stmt)
             if owner.class_value is not None:
@@ -128,11 +136,16 @@ class ModuleClasses:
                 and value.node is value_node and self.method_context is not None \
                 and self.method_context[0].name.value == "__init__":
             roots = self.facts.roots(value)
-            if roots and all(r.method is self.method_context[0] for r in roots):
+            if roots and all(r.method is self.method_context[0] or self._own_method(owner, r.method) for r in roots):
                 # self.mask = torch.tril(torch.ones(n, n)) / n: the whole expression is the attribute.
                 value.origin, value.context, value.method = Origin.CONVERSION, "module-attribute", self.method_context[0]
                 value.attribute_binding = (target.attr.value, stmt)
                 self.facts.values.append(value)
+
+    def _own_method(self, owner: Value, method: Optional[cst.FunctionDef]) -> bool:
+        """A method of the module's own class (walked from its ``__init__``, when that is where it is called)."""
+        return method is not None and owner.class_value is not None \
+            and self.facts.method_classes.get(id(method)) is owner.class_value
 
     def register_buffer(self, node: cst.Call, owner: Value, scope: Scope) -> None:
         values = self.args(node, scope)

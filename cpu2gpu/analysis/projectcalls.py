@@ -11,7 +11,7 @@ import libcst as cst
 from ..facts import Facts, Kind, Origin, Place, Use, Value
 from ..seeds import CROSSING_KINDS, CallShape, Exported
 
-from .core import Scope, _TENSORISH, _tensors_of
+from .core import Scope, _TENSORISH, _tensors_of, has_parameters
 
 
 class ProjectCalls:
@@ -134,22 +134,25 @@ class ProjectCalls:
 
         given_by = ", ".join(shape.callers) or None
 
-        def stand_in(kind: Optional[str], param: Optional[cst.Param], stateful: bool) -> Optional[Value]:
+        def stand_in(kind: Optional[str], param: Optional[cst.Param], stateful: bool,
+                     parameterized: bool = False) -> Optional[Value]:
             if param is None or kind not in ("module", "loader", "optimizer", "device", "device_tensor"):
                 return None
             name = param.name.value
             if kind == "device_tensor":  # a model's output, a moved batch: .numpy() of it needs .cpu()
                 return Value(Kind.TENSOR, param.name, name=name, explicit=Place.DEVICE)
             if kind == "module":
-                return Value(Kind.MODULE, param.name, name=name, explicit=Place.DEVICE, stateful=stateful, used=True)
+                return Value(Kind.MODULE, param.name, name=name, explicit=Place.DEVICE, stateful=stateful, used=True,
+                             parameterized=parameterized)
             if kind == "device":
                 return Value(Kind.DEVICE, param.name, name=name, explicit=Place.DEVICE)
             return Value(Kind.LOADER if kind == "loader" else Kind.OPTIMIZER, param.name, name=name,
                          origin_file=given_by)
 
-        args = [stand_in(kind, params[i] if i < len(params) else None, i in shape.stateful)
+        args = [stand_in(kind, params[i] if i < len(params) else None, i in shape.stateful, i in shape.parameterized)
                 for i, kind in enumerate(shape.positional)]
-        kwargs = {name: stand_in(kind, by_name.get(name), name in shape.stateful) for name, kind in shape.keywords}
+        kwargs = {name: stand_in(kind, by_name.get(name), name in shape.stateful, name in shape.parameterized)
+                  for name, kind in shape.keywords}
         return args, {k: v for k, v in kwargs.items() if v is not None}
 
 
@@ -165,16 +168,18 @@ def call_shape(node: cst.Call, values: list[Optional[Value]], facts: Facts) -> C
         kind = value.kind.value
         return kind if kind in CROSSING_KINDS else None
 
-    positional, keywords, stateful = [], [], []
+    positional, keywords, stateful, parameterized = [], [], [], []
     for value, arg in zip(values, node.args):
         if arg.star:
             break
+        key = len(positional) if arg.keyword is None else arg.keyword.value
+        if value is not None and value.kind is Kind.MODULE and value.stateful:
+            stateful.append(key)
+            if has_parameters(value):
+                parameterized.append(key)  # trained by the caller, or a layer with weights
         if arg.keyword is None:
-            if value is not None and value.kind is Kind.MODULE and value.stateful:
-                stateful.append(len(positional))
             positional.append(kind_of(value))
         else:
-            if value is not None and value.kind is Kind.MODULE and value.stateful:
-                stateful.append(arg.keyword.value)
             keywords.append((arg.keyword.value, kind_of(value)))
-    return CallShape(tuple(positional), tuple(sorted(keywords)), tuple(stateful))
+    return CallShape(tuple(positional), tuple(sorted(keywords)), tuple(stateful),
+                     parameterized=tuple(parameterized))

@@ -15,6 +15,7 @@ from ..imports import dotted
 
 from .core import (
     Scope,
+    _CONTAINER_DISPLAYS,
     _DEVICE_PARAMETER_NAMES,
     _EXPRESSION,
     _SMALL,
@@ -542,9 +543,12 @@ class StatementWalker:
                 value.chain_root.fix_node = value_node
         if value.is_root and value.fix_node is None and value.node is value_node:
             value.fix_node = value_node
-        elif value.kind is Kind.TENSOR and value.node is value_node and not value.is_root:
+        elif value.kind is Kind.TENSOR and value.node is value_node and not value.is_root \
+                and type(value_node) not in _CONTAINER_DISPLAYS:
             # test_x = torch.unsqueeze(ds.test_data, 1).type(torch.FloatTensor)[:2000] / 255.: the data
-            # read inside is moved with the whole expression, after its casts and scaling
+            # read inside is moved with the whole expression, after its casts and scaling. (Not a list,
+            # tuple, set or dict of tensors, or a comprehension: a list has no .to(); its elements are
+            # moved where they are made.)
             roots = self.facts.roots(value)
             if len(roots) == 1 and roots[0].origin is Origin.CONVERSION and roots[0].fix_node is None \
                     and roots[0].name is None:

@@ -138,8 +138,12 @@ class TorchCalls:
             # A loss built with weight=tensor holds it as a buffer (one made on the device needs no move).
             weighted = not stateful and any(_is_tensorish(v) and self.facts.place(v) is not Place.DEVICE
                                             for v in values)
+            # nn.Linear(...), resnet18(): a layer or model with weights (next(m.parameters()) is safe on it)
+            parameterized = local is None and stateful and qual not in api.CONTAINER_MODULES \
+                and not qual.rsplit(".", 1)[-1].endswith(api.LOSS_SUFFIX)
             return self.new(Kind.MODULE, node, scope, origin=Origin.MODULE, stateful=stateful or weighted,
-                            weighted_loss=weighted, class_value=local, is_container=qual in api.CONTAINER_MODULES)
+                            weighted_loss=weighted, class_value=local, is_container=qual in api.CONTAINER_MODULES,
+                            parameterized=parameterized)
         if api.is_tensor_function(qual):
             values = self.args(node, scope)
             self.op(node, values, _plain_args(node), scope)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterator, Optional
 
 import libcst as cst
 
+from .. import classdefs
+from ..analysis.core import class_has_parameters
 from ..facts import Kind, Origin
 from ..fixes import Fix, Replace, add_keyword, method_call
 from .base import Hit, Invalid, Rule, RuleContext, draws_with_generator, follows_input
@@ -40,6 +42,12 @@ class FactoryInForward(Rule):
         "        return x + torch.zeros(x.shape, device=x.device)\n",
         "import torch\nfrom torch import nn\nclass M(nn.Module):\n    def forward(self, x, lengths):\n"
         "        steps = torch.arange(5)\n        return x, steps.tolist()\n",
+        # made while the module is built, by a method __init__ calls before any layer exists: a device
+        # from the parameters would raise StopIteration there (kept on self, it is CG105's buffer)
+        "import torch\nfrom torch import nn\nclass M(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n"
+        "        self.fc = nn.Linear(n, 1)\n        self.fc.weight.data.copy_(self.start(n))\n"
+        "    def start(self, n):\n        return torch.ones(1, n)\n"
+        "    def forward(self, x):\n        return self.fc(x)\n",
     ]
     INVALID = [
         Invalid(  # a layer of an nn.ModuleDict, called by its name
@@ -99,6 +107,25 @@ class FactoryInForward(Rule):
             "torch.zeros(1, batch, 8, device=next(self.parameters()).device))\n"
             "    def forward(self, x):\n        return self.lstm(x, self.init_hidden(x.size(1)))\n",
         ),
+        Invalid(  # a module with no parameters: next(self.parameters()) raises; the file's device instead
+            "import torch\nfrom torch import nn\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "class Noise(nn.Module):\n    def __init__(self, scale):\n        super().__init__()\n        self.scale = scale\n"
+            "    def draw(self, n):\n        return torch.ones(n) * self.scale\n"
+            "    def forward(self, x):\n        return x + self.draw(x.shape[-1])\n",
+            "import torch\nfrom torch import nn\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "class Noise(nn.Module):\n    def __init__(self, scale):\n        super().__init__()\n        self.scale = scale\n"
+            "    def draw(self, n):\n        return torch.ones(n, device=device) * self.scale\n"
+            "    def forward(self, x):\n        return x + self.draw(x.shape[-1])\n",
+        ),
+        Invalid(  # buffers only: the device of a buffer __init__ registers
+            "import torch\nfrom torch import nn\nclass Center(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.register_buffer('mean', torch.zeros(4))\n    def offsets(self):\n        return torch.arange(4.0)\n"
+            "    def forward(self, x):\n        return (x - self.mean) * self.offsets()\n",
+            "import torch\nfrom torch import nn\nclass Center(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.register_buffer('mean', torch.zeros(4))\n    def offsets(self):\n"
+            "        return torch.arange(4.0, device=self.mean.device)\n"
+            "    def forward(self, x):\n        return (x - self.mean) * self.offsets()\n",
+        ),
     ]
 
     def check(self, ctx: RuleContext) -> Iterator[Hit]:
@@ -110,7 +137,14 @@ class FactoryInForward(Rule):
                 continue
             if not facts.is_bound(value) or value.method is None:
                 continue
-            device = f"{value.method_input}.device" if value.method_input else "next(self.parameters()).device"
+            needs_setup = False
+            if value.method_input:
+                device = f"{value.method_input}.device"
+            else:
+                found = _module_device(ctx, value)
+                if found is None:
+                    continue  # made while the module is built (CG105 where __init__ keeps it on self)
+                device, needs_setup, source = found
             if value.origin is Origin.FACTORY and not draws_with_generator(value.node):
                 edit = Replace(value.node, lambda n, d=device: add_keyword(n, "device", cst.parse_expression(d)))
             else:
@@ -119,6 +153,77 @@ class FactoryInForward(Rule):
             code = cst.Module([]).code_for_node(value.node)
             if len(code) > 40:
                 code = code[:37] + "..."
-            source = f"`{value.method_input}`" if value.method_input else "the module's parameters"
+            if value.method_input:
+                source = f"`{value.method_input}`"
             message = self.message.format(code=code, method=value.method.name.value, source=source)
-            yield self.hit(value.node, Fix([edit]), message)
+            yield self.hit(value.node, Fix([edit], needs_device_setup=needs_setup), message)
+
+
+def _module_device(ctx: RuleContext, value) -> Optional[tuple[str, bool, str]]:
+    """The device for a tensor a module's method makes with no input tensor to follow: (expression,
+    whether the file needs the device line, what the message names), or None where the method runs
+    while the module is built (called from ``__init__``): its parameters are on the CPU then, or do
+    not exist yet (``next(self.parameters())`` raises StopIteration).
+
+    ``next(self.parameters()).device`` only where ``__init__`` certainly makes parameters; else the
+    device of a buffer it registers; else the file's device variable."""
+    method = value.method
+    cls = ctx.facts.method_classes.get(id(method))
+    classdef = cls.definition if cls is not None else None
+    me = classdefs.self_name(method)
+    if not isinstance(classdef, cst.ClassDef) or me is None:
+        device, needs_setup = ctx.device_for(value.scope, value.time)
+        return device, needs_setup, f"`{device}`"
+    if method.name.value in _called_from_init(classdef):
+        return None
+    if class_has_parameters(cls):
+        return f"next({me}.parameters()).device", False, "the module's parameters"
+    buffer = _registered_buffer(classdef)
+    if buffer is not None:
+        return f"{me}.{buffer}.device", False, f"the buffer `{buffer}`"
+    device, needs_setup = ctx.device_for(value.scope, value.time)
+    return device, needs_setup, f"`{device}`"
+
+
+def _called_from_init(classdef: cst.ClassDef) -> set[str]:
+    """``__init__`` and the methods it calls on ``self``, and those they call, by name."""
+    by_name = {m.name.value: m for m in classdefs.methods(classdef)}
+    reached: set[str] = set()
+    pending = ["__init__"] if "__init__" in by_name else []
+    while pending:
+        name = pending.pop()
+        if name in reached:
+            continue
+        reached.add(name)
+        function = by_name[name]
+        me = classdefs.self_name(function)
+        for node in classdefs.walk(function.body):
+            if isinstance(node, cst.Call):
+                called = classdefs.self_attribute(node.func, me)
+                if called in by_name and called not in reached:
+                    pending.append(called)
+    return reached
+
+
+def _registered_buffer(classdef: cst.ClassDef) -> Optional[str]:
+    """A buffer that ``__init__`` registers on every construction (a statement of its own body, with a
+    tensor, not None): ``self.register_buffer("mask", torch.ones(4))``."""
+    init = classdefs.method(classdef, "__init__")
+    me = classdefs.self_name(init) if init is not None else None
+    if init is None or me is None:
+        return None
+    for stmt in init.body.body:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            call = small.value if isinstance(small, cst.Expr) else None
+            if not isinstance(call, cst.Call) or classdefs.self_attribute(call.func, me) != "register_buffer":
+                continue
+            args = [a for a in call.args if a.keyword is None]
+            name = args[0].value if args else None
+            if len(args) >= 2 and isinstance(name, cst.SimpleString) and not (
+                    isinstance(args[1].value, cst.Name) and args[1].value.value == "None"):
+                text = name.evaluated_value
+                if isinstance(text, str) and text.isidentifier():
+                    return text
+    return None

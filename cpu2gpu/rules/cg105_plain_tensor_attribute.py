@@ -43,6 +43,16 @@ class PlainTensorAttribute(Rule):
         "        self.w = nn.Parameter(torch.ones(4))\n    def forward(self, x):\n        return x * self.w\n",
     ]
     INVALID = [
+        Invalid(  # made by a method that __init__ calls before any layer exists: kept on self, it is a buffer
+            "import torch\nfrom torch import nn\nclass M(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n"
+            "        self.table = self.one_hot(n)\n        self.fc = nn.Linear(n, 1)\n"
+            "    def one_hot(self, n):\n        return torch.eye(n)\n"
+            "    def forward(self, i):\n        return self.fc(self.table[i])\n",
+            "import torch\nfrom torch import nn\nclass M(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n"
+            "        self.register_buffer(\"table\", self.one_hot(n), persistent=False)\n        self.fc = nn.Linear(n, 1)\n"
+            "    def one_hot(self, n):\n        return torch.eye(n)\n"
+            "    def forward(self, i):\n        return self.fc(self.table[i])\n",
+        ),
         Invalid(
             "import torch\nfrom torch import nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
             "        self.scale = torch.ones(4)\n    def forward(self, x):\n        return x * self.scale\n",
@@ -61,7 +71,12 @@ class PlainTensorAttribute(Rule):
                 continue
             attr, stmt = value.attribute_binding
             fix = self._fix(stmt, attr)
-            yield self.hit(value.node, fix, self.message.format(attr=attr))
+            node = value.node
+            if value.method is not None and value.method.name.value != "__init__":
+                # self.table = self.one_hot_table(): pointed at where __init__ keeps it, not inside the helper
+                assign = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and stmt.body else None
+                node = assign.value if isinstance(assign, cst.Assign) else node
+            yield self.hit(node, fix, self.message.format(attr=attr))
 
     @staticmethod
     def _fix(stmt, attr: str):

@@ -6,6 +6,7 @@ from typing import Iterator
 
 import libcst as cst
 
+from ..analysis.core import _CONTAINER_DISPLAYS
 from ..facts import Place
 from ..fixes import Fix, Replace, method_call
 from .base import Hit, Invalid, Rule, RuleContext
@@ -71,8 +72,9 @@ class DeviceMismatchAfterMove(Rule):
             if Place.DEVICE not in places:
                 continue
             for value, place, arg_node in zip(use.values, places, use.arg_nodes):
-                if place is not Place.CPU or id(arg_node) in seen or not _pinned_by_dataset(facts, value):
-                    continue
+                if place is not Place.CPU or id(arg_node) in seen or not _pinned_by_dataset(facts, value) \
+                        or isinstance(arg_node, _CONTAINER_DISPLAYS):
+                    continue  # (a list of tensors has no .to())
                 seen.add(id(arg_node))
                 device, needs_setup = ctx.device_for(use.scope, use.time)
                 target = cst.parse_expression(device)
@@ -100,6 +102,8 @@ class DeviceMismatchAfterMove(Rule):
                     continue
                 if not moves and facts.roots(value):
                     continue  # CG102/CG103 move it where it is made
+                if isinstance(arg_node, _CONTAINER_DISPLAYS):
+                    continue  # model([a, b]): a list of tensors has no .to() (or .cpu())
                 if move_place is Place.CPU:
                     build = lambda node: method_call(node, "cpu")  # noqa: E731
                 else:
