@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections.abc
 import gc
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -152,6 +153,23 @@ def check_data(path: str, data: bytes, rules: Sequence[Rule], device_expression:
     return FileResult(path, findings)
 
 
+class _Jobs(collections.abc.Sequence):
+    """The jobs of ``analyse``, made as they are taken: a module the project's reading parsed leaves
+    ``parsed`` with its job, so that each tree is freed once its file is checked instead of all of them
+    living to the end of the run."""
+
+    def __init__(self, pending: list, seeds: dict, parsed: Optional[dict]) -> None:
+        self.pending, self.seeds, self.parsed = pending, seeds, parsed
+
+    def __len__(self) -> int:
+        return len(self.pending)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        _, path, data, _ = self.pending[index]
+        known = _same_module(self.parsed.pop(path, None), data) if self.parsed is not None else None
+        return path, data, self.seeds.get(path, NO_SEEDS), known
+
+
 # -- the whole run --
 
 
@@ -192,8 +210,8 @@ def _check_targets(targets: Sequence[Target], rules: Sequence[Rule], jobs: int, 
     codes = [rule.code for rule in rules]
     explicit = [rule.code for rule in rules if rule.selected_explicitly]
     in_process = workers_for(jobs, len(pending)) == 1  # modules do not travel to workers
-    jobs_list = [(path, data, seeds.get(path, NO_SEEDS), _same_module(parsed.get(path), data) if in_process else None)
-                 for _, path, data, _ in pending]
+    del projects  # (the trees and analyses of its files: each file's stays in ``parsed`` until it is checked)
+    jobs_list = _Jobs(pending, seeds, parsed if in_process else None)
     answers = ordered_map(analyse, jobs_list, jobs,
                           initializer=_use_rules, initargs=(codes, explicit, device_expression), crashed=_crashed)
     try:
