@@ -12,6 +12,7 @@ from .. import torchapi as api
 from ..facts import Kind, Origin, Place, Use, Value
 from ..imports import dotted
 
+from .parts import AnalysisParts
 from .core import (
     Scope,
     _TENSORISH,
@@ -28,7 +29,7 @@ from .core import (
 )
 
 
-class ExpressionEvaluator:
+class ExpressionEvaluator(AnalysisParts):
     def tick(self) -> int:
         self.time += 1
         return self.time

@@ -14,10 +14,11 @@ from ..classdefs import walk
 from ..facts import Kind, Origin, Place, Value
 from ..imports import dotted
 
+from .parts import AnalysisParts
 from .core import Scope, _PACK_PADDED, _call_kwarg, _string_value, has_parameters
 
 
-class ModuleClasses:
+class ModuleClasses(AnalysisParts):
     def cpu_inputs(self, classdef: cst.ClassDef) -> frozenset:
         """The inputs of ``forward`` that must stay on the CPU: the lengths given to
         ``pack_padded_sequence`` ("lengths ... must be a 1D CPU int64 tensor"). By name and position."""

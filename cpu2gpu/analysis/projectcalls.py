@@ -11,10 +11,11 @@ import libcst as cst
 from ..facts import Facts, Kind, Origin, Place, Use, Value
 from ..seeds import CROSSING_KINDS, CallShape, Exported
 
+from .parts import AnalysisParts
 from .core import Scope, _TENSORISH, _tensors_of, has_parameters
 
 
-class ProjectCalls:
+class ProjectCalls(AnalysisParts):
     def project_call(self, node: cst.Call, qual: str, exported: Exported, scope: Scope) -> Optional[Value]:
         """A call of a class or function of another project file: what its summary says it gives.
         A model handed to another file's function is trained or called there."""

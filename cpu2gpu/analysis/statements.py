@@ -13,6 +13,7 @@ from ..classdefs import child_nodes
 from ..facts import Hardcoded, Kind, Origin, Place, Value
 from ..imports import dotted
 
+from .parts import AnalysisParts
 from .core import (
     Scope,
     _CONTAINER_DISPLAYS,
@@ -32,7 +33,7 @@ from .core import (
 )
 
 
-class StatementWalker:
+class StatementWalker(AnalysisParts):
     def block(self, body: Iterable[cst.CSTNode], scope: Scope) -> None:
         guards = 0
         try:

@@ -14,6 +14,7 @@ from ..facts import Hardcoded, Kind, Move, Origin, Place, Use, Value
 from ..devicecode import places_on_device
 from ..imports import dotted
 
+from .parts import AnalysisParts
 from .core import (
     Scope,
     _TENSORISH,
@@ -35,7 +36,7 @@ _DEVICE_OWNERS = frozenset({
 })
 
 
-class TorchCalls:
+class TorchCalls(AnalysisParts):
     def qualified_call(self, node: cst.Call, qual: str, scope: Scope) -> Optional[Value]:
         exported = self.seeds.imported.get(qual)
         if exported is not None:
