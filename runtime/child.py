@@ -179,6 +179,7 @@ def main(argv=None) -> int:
 
     status, exit_code, exception, diagnosis, namespace = "ok", 0, None, None, None
     needs_data = None
+    missing_package = None  # a package the script imports that is not installed here
     stop_reason = None  # why --max-steps had to end the run (stepcap)
     t_script = time.perf_counter()
     try:
@@ -197,17 +198,20 @@ def main(argv=None) -> int:
         exit_code = code if isinstance(code, int) else (0 if code is None else 1)
         status = "ok" if exit_code == 0 else "exit"
         namespace = _script_globals(e.__traceback__, script)
-        if status == "exit" and synthetic_setup:  # sys.exit in an `except FileNotFoundError` block
-            needs_data = _needs_data(e, synthetic_setup, opts, display, None)
+        if status == "exit":  # sys.exit in an `except FileNotFoundError` (or failed download) block
+            where = _exception_record(e, e.__traceback__, rec, display)  # the line that exited
+            needs_data = _needs_data(e, synthetic_setup, opts, display, where)
             if needs_data:
                 status = "needs_data"
     except BaseException as e:  # the script's failure is the finding, not ours
         status = "error"
         tb = e.__traceback__
         exception = _exception_record(e, tb, rec, display)
-        needs_data = _needs_data(e, synthetic_setup, opts, display, exception) if synthetic_setup else None
+        needs_data = _needs_data(e, synthetic_setup, opts, display, exception)
         if needs_data:
             status = "needs_data"
+        else:
+            missing_package = _missing_package(e, opts, exception)
         try:
             from .diagnose import explain
 
@@ -268,6 +272,10 @@ def main(argv=None) -> int:
     }
     if rank_record is not None:
         result["rank"] = rank_record.as_dict()
+    if needs_data:  # a failed download, with or without --synthetic-data
+        result["needs_data"] = needs_data
+    if missing_package:
+        result["missing_package"] = missing_package
     if synthetic_setup:
         from . import synthetic
 
@@ -282,19 +290,35 @@ def main(argv=None) -> int:
 
 
 def _needs_data(exc, setup, opts, display, exception):
-    """What the run was missing, as the user sees it, or None when it failed for another reason."""
-    from . import needsdata
+    """What the run was missing, as the user sees it, or None when it failed for another reason.
+    A missing file counts under --synthetic-data only (`setup`); a failed download always does."""
+    from . import downloads, needsdata
 
-    found = needsdata.find(exc, setup["tracker"])
+    found = needsdata.find(exc, setup["tracker"]) if setup else None
+    if found is None:
+        found = downloads.find(exc)
     if found is None:
         return None
     out = {"path": found["path"], "what": found["what"], "exists": False, "where": None, "source": None}
+    if found.get("download"):
+        out["download"] = True
     if found["is_path"]:
         original, exists = needsdata.locate(found["path"], opts.workdir, opts.orig_root)
         out.update(path=display(original), exists=exists)
     if exception and exception.get("file"):
         out.update(where={"file": exception["file"], "line": exception["line"]}, source=exception.get("source"))
     return out
+
+
+def _missing_package(exc, opts, exception) -> dict | None:
+    """The package not installed here that the run imports, with the import's line, or None."""
+    from . import missingpkg
+
+    found = missingpkg.find(exc, opts.workdir)
+    if found is None:
+        return None
+    where = {"file": exception["file"], "line": exception["line"]} if exception and exception.get("file") else None
+    return dict(found, where=where, source=exception.get("source") if exception else None)
 
 
 def _device_label(mode, torch):

@@ -5,8 +5,9 @@ from __future__ import annotations
 import click
 
 INSTALL_HINT = "cpu2gpu verify needs PyTorch: pip install 'cpu2gpu[runtime]'"
-# The verdict's exit code. "needs-data": a run stopped on data that is not here
-# (--synthetic-data), so the migration could not be judged: neither pass nor fail.
+# The verdict's exit code. "needs-data": a run stopped on data that is not here (a download
+# that failed; with --synthetic-data, a missing file too), so the migration could not be judged:
+# neither pass nor fail. "error" also covers a package the script imports that is not installed.
 EXIT_CODES = {"pass": 0, "fail": 1, "error": 2, "needs-data": 3}
 
 
@@ -70,7 +71,8 @@ def verify(script, script_args, against, device, max_steps, timeout, seed, rtol,
 
     Arguments after SCRIPT that are not verify's own options are passed to it
     (and to the original); put them after "--" when their names clash.
-    Exit codes: 0 pass, 1 fail, 2 error, 3 needs data (--synthetic-data).
+    Exit codes: 0 pass, 1 fail, 2 error (also a package the script imports is not installed),
+    3 needs data (a download that failed; with --synthetic-data, a missing file).
     """
     if env_allow and not clean_env:
         click.echo("cpu2gpu verify: --env-allow needs --clean-env (without it every variable is passed)", err=True)

@@ -160,12 +160,16 @@ def cpu_fallback_ok(report: dict) -> bool:
 
 
 def cannot_run(report: dict) -> str | None:
-    """Why no verdict about the migration can be reached here (the original fails, data is missing)."""
+    """Why no verdict about the migration can be reached here (the original fails, data is missing or
+    cannot be downloaded, a package the script imports is not installed)."""
     original = next((r for r in report["runs"] if r["role"] == "original"), None)
     if report["verdict"] == "needs-data":
         needs = report.get("needs_data") or []
         what = needs[0]["path"] if needs else "a data file"
         return f"needs data: {what} (or run with --synthetic-data)"
+    missing = next((r["cause"] for r in report["reasons"] if r.get("missing_package")), None)
+    if missing:  # the environment's, whichever run met it first
+        return missing
     limit = next((r["cause"] for r in report["reasons"] if r.get("sim_limit")), None)
     if limit:
         return limit

@@ -56,14 +56,14 @@ def to_json(report: dict) -> str:
         "comparisons": report["comparisons"],
         "runs": [],
     }
-    if report["settings"].get("synthetic_data"):
+    if report["settings"].get("synthetic_data") or report.get("needs_data"):  # a failed download needs no flag
         out["needs_data"] = report.get("needs_data", [])
     for run in report["runs"]:
         entry = summary(run, comps.get(run["label"]))
         for key in ("losses", "step_times", "backward_calls", "device_forward_calls", "cpu_forward_calls",
                     "trained_devices", "modules", "events", "exception", "diagnosis", "device_rng", "exit_code",
                     "wall_seconds", "stdout_tail", "stderr_tail", "workdir", "needs_data", "synthetic", "cap",
-                    "distributed"):
+                    "distributed", "missing_package"):
             if key in run:
                 entry[key] = run[key]
         out["runs"].append(entry)
@@ -167,13 +167,24 @@ def _synthetic_lines(report: dict) -> list:
 
 
 def _needs_data_lines(report: dict) -> list:
-    lines = ["verdict: NEEDS DATA — the script reads data that is not here and has no synthetic stand-in;",
-             "  the migration was not judged (exit code 3)"]
-    for n in report.get("needs_data", []):
-        what = f" ({n['what']})" if n.get("what") else ""
+    needs = report.get("needs_data", [])
+    synthetic = report["settings"].get("synthetic_data")
+    if all(n.get("download") for n in needs):
+        lines = ["verdict: NEEDS DATA — the script downloads data that cannot be fetched here;"]
+    else:
+        lines = ["verdict: NEEDS DATA — the script reads data that is not here and has no synthetic stand-in;"]
+    lines.append("  the migration was not judged (exit code 3)")
+    for n in needs:
         where = n.get("where") or {}
         at = f" at {where['file']}:{where['line']}" if where.get("file") else ""
         src = f": {n['source']}" if n.get("source") else ""
+        if n.get("download"):  # the URL first, then why and where the fetch failed
+            hint = "" if synthetic else " (or run with --synthetic-data)"
+            lines.append(f"  needs data: {n['path']}{hint}")
+            lines.append(f"    {n['what']}{at}{src}")
+            lines.append(f"    in: {', '.join(n['runs'])}")
+            continue
+        what = f" ({n['what']})" if n.get("what") else ""
         lines.append(f"  needs data: {n['path']}{what}{at}{src}")
         if n.get("exists"):
             lines.append("    it exists, outside the folder each run copies: run verify from a folder that holds it")
@@ -219,6 +230,9 @@ def to_text(report: dict) -> str:
     else:
         if v == "fail":
             out.append("verdict: FAIL")
+        elif any(r.get("missing_package") for r in report["reasons"]):
+            out.append("verdict: ERROR — a package the script imports is not installed here, so no verdict about "
+                       "the migration can be reached")
         elif any(r.get("sim_limit") for r in report["reasons"]):
             out.append("verdict: ERROR — the simulated device cannot run this script, so no verdict about the "
                        "migration can be reached here")

@@ -87,6 +87,9 @@ def judge(specs: list, results: list, rtol=None) -> dict:
     for spec, res in zip(specs, results):
         if res["status"] == NEEDS_DATA:
             continue  # not a finding about the migration: reported below, as its own verdict
+        if res.get("missing_package"):  # the environment's, not the migration's: no verdict here
+            errors.append(_missing_package_reason(spec, res["missing_package"]))
+            continue
         if res["status"] not in OK:
             failure = _run_failure(spec, res)
             limit = bool((res.get("diagnosis") or {}).get("sim_limit"))  # the simulator's, not the script's
@@ -160,11 +163,26 @@ def judge(specs: list, results: list, rtol=None) -> dict:
                 reasons.append(_reason(spec, cause))
 
     needs = needed_data(specs, results)
-    data_reasons = [_reason(spec_of(specs, n["runs"][0]), f"needs data: {n['path']}", where=n.get("where"))
-                    for n in needs]
+    data_reasons = [_reason(spec_of(specs, n["runs"][0]), f"needs data: {n['path']}{_hint(n, results)}",
+                            where=n.get("where")) for n in needs]
     verdict = "error" if errors else ("fail" if reasons else ("needs-data" if needs else "pass"))
     return {"verdict": verdict, "reasons": errors + reasons + data_reasons, "comparisons": comparisons,
             "needs_data": needs}
+
+
+def _missing_package_reason(spec: RunSpec, missing: dict) -> dict:
+    where = missing.get("where")
+    at = f" at {where['file']}:{where['line']}" if where else ""
+    reason = _reason(spec, f"the script imports `{missing['name']}`, which is not installed here "
+                           f"(pip install {missing['pip']}){at}", where=where)
+    reason["missing_package"] = missing["name"]
+    return reason
+
+
+def _hint(needed: dict, results: list) -> str:
+    """A failed download without the stand-ins: they may replace it (a known data set's download)."""
+    synthetic = any(r.get("synthetic") for r in results)
+    return " (or run with --synthetic-data)" if needed.get("download") and not synthetic else ""
 
 
 def spec_of(specs: list, label: str) -> RunSpec:
