@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 import cpu2gpu
-from cpu2gpu.cache import CACHE_DIR_NAME
+from cpu2gpu.sources.cache import CACHE_DIR_NAME
 
 
 def default_sources() -> list[Path]:

@@ -45,7 +45,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from cpu2gpu.engine import check_module, parse, select_rules  # noqa: E402
-from cpu2gpu.files import mentions_torch  # noqa: E402
+from cpu2gpu.sources.files import mentions_torch  # noqa: E402
 
 DEFAULT_TORCHFIX_PYTHON = "/tmp/tfv/bin/python"
 

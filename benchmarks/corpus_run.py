@@ -27,8 +27,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from cpu2gpu.engine import SourceError, check_module, parse, rewrite_data, select_rules  # noqa: E402
-from cpu2gpu.files import mentions_torch  # noqa: E402
-from cpu2gpu.syntax import python_syntax_error  # noqa: E402
+from cpu2gpu.sources.files import mentions_torch  # noqa: E402
+from cpu2gpu.sources.syntax import python_syntax_error  # noqa: E402
 
 PROBLEMS = ("crash", "unparsable-output", "not-idempotent", "changed-non-torch", "finding-outside-file",
             "refused")

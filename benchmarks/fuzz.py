@@ -38,7 +38,7 @@ from hypothesis import strategies as st
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from cpu2gpu.syntax import python_lines  # noqa: E402
+from cpu2gpu.sources.syntax import python_lines  # noqa: E402
 from tests.strategies import (Failure, mutated, notebook_failures, notebook_file,  # noqa: E402
                               rich_source_file, script_failures, source_file, without_magics)
 

@@ -18,22 +18,22 @@ try:  # a Ctrl-C while the modules load (libcst takes a while) ends the run quie
     import click
 
     from . import __version__
-    from .cache import CACHE_DIR_NAME, Cache, cache_root, settings_fingerprint
-    from .checking import check_data, check_targets
-    from .config import ConfigError, Settings, apply_device_style, load_settings
+    from .sources.cache import CACHE_DIR_NAME, Cache, cache_root, settings_fingerprint
+    from .runs.checking import check_data, check_targets
+    from .sources.config import ConfigError, Settings, apply_device_style, load_settings
     from .engine import SourceError, rewrite_data, select_rules, tally_fixes
-    from .files import (NotRegularFileError, PatternError, Target, check_patterns, discover, mentions_torch,
+    from .sources.files import (NotRegularFileError, PatternError, Target, check_patterns, discover, mentions_torch,
                         read_source, regular_or_missing)
-    from .notebook import CellError, cell_diff, is_notebook, rewrite_notebook
-    from .output import FORMATS, FileError, hidden_fixes_hint, render, shown
-    from .parallel import default_jobs
-    from .project import project_seeds
-    from .ruledoc import rule_help
+    from .notebooks.cells import CellError, cell_diff, is_notebook, rewrite_notebook
+    from .output.formats import FORMATS, FileError, hidden_fixes_hint, render, shown
+    from .runs.parallel import default_jobs
+    from .project.projectset import project_seeds
+    from .output.ruledoc import rule_help
     from .rules import ALL_RULES, RULES_BY_CODE
-    from .seeds import NO_SEEDS
-    from .syntax import python_lines
-    from .torchfloor import DEVICE_STYLES, StyleError
-    from .writing import WriteError, write_rewrite
+    from .analysis.seeds import NO_SEEDS
+    from .sources.syntax import python_lines
+    from .analysis.torchfloor import DEVICE_STYLES, StyleError
+    from .sources.writing import WriteError, write_rewrite
 except KeyboardInterrupt:
     raise SystemExit(EXIT_INTERRUPTED) from None
 

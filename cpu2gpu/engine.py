@@ -16,12 +16,12 @@ from typing import Iterable, Iterator, Optional, Sequence, Union
 import libcst as cst
 
 from .analysis import analyze
-from .facts import Facts
-from .fixes import Fix, apply_edits, plan_device_setup
-from .positions import node_positions
+from .analysis.facts import Facts
+from .rewrite.fixes import Fix, apply_edits, plan_device_setup
+from .sources.positions import node_positions
 from .rules import ALL_RULES, Hit, Rule, RuleContext
-from .seeds import NO_SEEDS, Seeds
-from .syntax import Refusal, brackets_within_limit, newer_syntax, python_lines, python_syntax_error, python_verdict
+from .analysis.seeds import NO_SEEDS, Seeds
+from .sources.syntax import Refusal, brackets_within_limit, newer_syntax, python_lines, python_syntax_error, python_verdict
 
 Source = Union[str, bytes]
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from cpu2gpu.engine import SourceError, rewrite_data
 from cpu2gpu.migration import Evidence, repair, rule_fix
-from cpu2gpu.project import Project, find_root, project_seeds
-from cpu2gpu.seeds import NO_SEEDS
+from cpu2gpu.project.projectset import Project, find_root, project_seeds
+from cpu2gpu.analysis.seeds import NO_SEEDS
 
 from .notebookrun import is_notebook
 from .runner import choose_root, copy_tree
@@ -128,7 +128,7 @@ def static_round(draft: Draft, files: list[str], rules, unsafe_fixes: bool, devi
             data = f.read()
         try:
             if is_notebook(path):
-                from cpu2gpu.notebook import rewrite_notebook
+                from cpu2gpu.notebooks.cells import rewrite_notebook
 
                 new = rewrite_notebook(data, path, rules, unsafe_fixes, device_expression)
             else:

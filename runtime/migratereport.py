@@ -7,8 +7,8 @@ import difflib
 import json
 import os
 
-from cpu2gpu.syntax import python_lines
-from cpu2gpu.writing import WriteError, write_rewrite
+from cpu2gpu.sources.syntax import python_lines
+from cpu2gpu.sources.writing import WriteError, write_rewrite
 
 from .report import to_text as verify_text
 

@@ -22,7 +22,7 @@ _TIMED = re.compile(r"^(\s*)%(?:time|timeit|prun)\b((?:\s+-[A-Za-z](?:\s*\d+)?)*
 
 
 def is_notebook(path: str) -> bool:
-    # cpu2gpu.notebook.is_notebook's test, without importing libcst into every run's child
+    # cpu2gpu.notebooks.cells.is_notebook's test, without importing libcst into every run's child
     return path.endswith(".ipynb")
 
 
@@ -56,7 +56,7 @@ def _python(cell) -> str:
 def compile_cells(path: str) -> list:
     """Every cell compiled before any runs: a cell that does not parse stops the run at the start,
     as ``check`` refuses the notebook, rather than after the cells above it have trained."""
-    from cpu2gpu.notebook import runnable_cells
+    from cpu2gpu.notebooks.cells import runnable_cells
 
     with open(path, "rb") as f:
         cells = runnable_cells(f.read())

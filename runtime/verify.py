@@ -204,7 +204,7 @@ def needed_data(specs: list, results: list) -> list:
 def _read_notebook(path: str) -> None:
     """A file that is not a notebook is a usage error, found before any run starts."""
     from cpu2gpu.engine import SourceError
-    from cpu2gpu.notebook import load
+    from cpu2gpu.notebooks.cells import load
 
     try:
         with open(path, "rb") as f:

@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 
 from cpu2gpu import check_source, rewrite_source
 from cpu2gpu.engine import SourceError, select_rules
-from cpu2gpu.notebook import check_notebook, rewrite_notebook
-from cpu2gpu.syntax import python_lines
+from cpu2gpu.notebooks.cells import check_notebook, rewrite_notebook
+from cpu2gpu.sources.syntax import python_lines
 
 Item = Union[str, "Block"]
 

@@ -133,7 +133,7 @@ def test_rule_prints_the_documentation_for_a_terminal():
 
 
 def test_rule_renders_rst_markup():
-    from cpu2gpu.ruledoc import render_doc
+    from cpu2gpu.output.ruledoc import render_doc
 
     doc = ("Title\n=====\n\nUse ``x`` and :class:`Foo`.\n\n.. code-block:: python\n\n    a = 1\n\n"
            "See::\n\n    b = 2\n\nDone.\n")
@@ -256,7 +256,7 @@ def test_notebook_positions_survive_the_cache(tmp_path):
 
 
 def test_notebook_positions_in_a_string_source_with_escapes():
-    from cpu2gpu.nbpositions import NotebookPositions
+    from cpu2gpu.notebooks.positions import NotebookPositions
 
     text = 'x = "é"\nmodel = Net()\n'
     raw = json.dumps({"cells": [{"cell_type": "markdown", "source": ["# hi\n"]},

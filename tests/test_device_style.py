@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from cpu2gpu import rewrite_source
 from cpu2gpu.cli import main
-from cpu2gpu.fixes import ACCELERATOR_DEVICE
-from cpu2gpu.torchfloor import StyleError, read_floor, requirement_floor, resolve_style
+from cpu2gpu.rewrite.fixes import ACCELERATOR_DEVICE
+from cpu2gpu.analysis.torchfloor import StyleError, read_floor, requirement_floor, resolve_style
 
 SCRIPT = "import torch\nmodel = torch.nn.Linear(2, 1)\nprint(model(torch.randn(3, 2)))\n"
 ACCELERATOR_LINE = f"device = {ACCELERATOR_DEVICE}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cpu2gpu import check_source, rewrite_source
-from cpu2gpu.fixes import ACCELERATOR_DEVICE
+from cpu2gpu.rewrite.fixes import ACCELERATOR_DEVICE
 
 from .conftest import FIXTURES
 

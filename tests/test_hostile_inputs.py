@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from cpu2gpu.parallel import ordered_map
+from cpu2gpu.runs.parallel import ordered_map
 
 from .conftest import HANG_GUARD_S, ROOT
 
@@ -162,7 +162,7 @@ def test_a_file_that_crashes_its_worker_is_reported_and_the_others_checked(tmp_p
         (tmp_path / f"train_{n:02d}.py").write_text(CPU_SCRIPT)
     script = textwrap.dedent(f"""
         import os, signal, sys
-        import cpu2gpu.checking as checking
+        import cpu2gpu.runs.checking as checking
         from cpu2gpu.cli import main
         real = checking.analyse
         def crashing(job):
@@ -317,7 +317,7 @@ def test_workers_die_with_their_parent(tmp_path):
     pids.mkdir()
     script = textwrap.dedent(f"""
         import os, signal, sys, time
-        from cpu2gpu.parallel import ordered_map
+        from cpu2gpu.runs.parallel import ordered_map
         def block(item):
             open(os.path.join({str(pids)!r}, str(os.getpid())), "w").close()
             signal.pause()

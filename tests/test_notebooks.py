@@ -10,7 +10,7 @@ import pytest
 
 from cpu2gpu import rewrite_source
 from cpu2gpu.engine import SourceError, select_rules
-from cpu2gpu.notebook import check_notebook, load, rewrite_notebook
+from cpu2gpu.notebooks.cells import check_notebook, load, rewrite_notebook
 
 from .conftest import FIXTURES
 

@@ -8,7 +8,7 @@ import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from cpu2gpu.engine import analyze_module, parse, select_rules, source_text
-from cpu2gpu.positions import node_positions
+from cpu2gpu.sources.positions import node_positions
 
 BODY = (
     "model = nn.Linear(2, 1)\nx = torch.randn(4, 2)\nprint(model(x))\n"
@@ -86,7 +86,7 @@ def tabs():
 def _all_nodes(module):
     import libcst as cst
 
-    from cpu2gpu.classdefs import walk
+    from cpu2gpu.analysis.classdefs import walk
 
     return [n for n in walk(module) if n is not module
             and isinstance(n, (cst.BaseExpression, cst.BaseStatement, cst.BaseSmallStatement))]
@@ -104,7 +104,7 @@ def _assert_same_as_whole_file(source: str, one_at_a_time: bool = False) -> None
 
 
 def test_every_node_of_nested_blocks_headers_and_clauses_matches_the_whole_file(monkeypatch):
-    import cpu2gpu.positions as positions
+    import cpu2gpu.sources.positions as positions
 
     def no_fallback(module):
         raise AssertionError("fell back to the whole module")

@@ -176,7 +176,7 @@ def test_a_checkpoint_read_on_the_host_is_mapped_to_the_cpu(cli, tmp_path, monke
 def test_a_loose_folder_is_read_without_its_subfolders(tmp_path):
     """No project marker: the root is the script's folder, and only its own files are scanned for
     callers (a script in ~/Downloads must not read every folder below)."""
-    from cpu2gpu.project import Project, find_root
+    from cpu2gpu.project.projectset import Project, find_root
 
     (tmp_path / "train.py").write_text("def fit(model, loader):\n    pass\n")
     (tmp_path / "main.py").write_text("from train import fit\n")
@@ -192,7 +192,7 @@ def test_a_loose_folder_is_read_without_its_subfolders(tmp_path):
 def test_a_package_of_an_unmarked_folder_belongs_with_the_scripts_beside_it(tmp_path):
     """Without pyproject.toml, setup.py or .git, `pkg/fitting.py` is read with `run.py` (which imports
     it), not as a project of its own: its loop over the loader run.py's Trainer gets is moved."""
-    from cpu2gpu.project import find_root
+    from cpu2gpu.project.projectset import find_root
 
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("")

@@ -7,11 +7,11 @@ import os
 
 import pytest
 
-from cpu2gpu import checking
-from cpu2gpu.cache import CACHE_DIR_NAME
-from cpu2gpu.files import discover
-from cpu2gpu.parallel import ordered_map
-from cpu2gpu.progress import Progress
+from cpu2gpu.runs import checking
+from cpu2gpu.sources.cache import CACHE_DIR_NAME
+from cpu2gpu.sources.files import discover
+from cpu2gpu.runs.parallel import ordered_map
+from cpu2gpu.runs.progress import Progress
 
 CPU_SCRIPT = "import torch\nmodel = torch.nn.Linear({n}, 1)\nmodel(torch.ones({n}))\n"
 

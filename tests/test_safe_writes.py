@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cpu2gpu import rewrite_source
-from cpu2gpu.writing import TEMP_SUFFIX, WriteError, write_atomic, write_rewrite
+from cpu2gpu.sources.writing import TEMP_SUFFIX, WriteError, write_atomic, write_rewrite
 
 from .conftest import HANG_GUARD_S, ROOT
 
@@ -290,7 +290,7 @@ def make_tree(root: Path, count: int) -> dict[Path, tuple[bytes, bytes]]:
 # through at a known point, whatever the machine's speed.
 _SIGNAL_AFTER_WRITES = """
 import os, signal, sys
-import cpu2gpu.writing as w
+import cpu2gpu.sources.writing as w
 real, count = w.write_atomic, [0]
 def write_atomic(*args, **kwargs):
     real(*args, **kwargs)
@@ -326,7 +326,7 @@ def test_signal_during_a_write_is_delivered_after_the_rename(tmp_path):
     path.write_text(CPU_SCRIPT)
     script = (
         "import os, signal, sys\n"
-        "import cpu2gpu.writing as w\n"
+        "import cpu2gpu.sources.writing as w\n"
         "real_replace = os.replace\n"
         "def replace(src, dst):\n"
         "    os.kill(os.getpid(), signal.SIGTERM)  # arrives mid-write\n"

@@ -1,7 +1,7 @@
 """The syntax index (one walk per file for the rules that read code) and the guard on full walks.
 
 ``check`` must stay near the cost of the parse: the analysis reads the statements once, and the rules
-that read the code itself query one shared index (``cpu2gpu.syntaxindex``). The guard counts, for each
+that read the code itself query one shared index (``cpu2gpu.analysis.syntaxindex``). The guard counts, for each
 file, the walks that start at its ``Module`` node (a libcst visitor, ``.children``, ``matchers.findall``,
 ``MetadataWrapper``, the index's walk, ``classdefs.walk``) and the generations of its whole code,
 during ``check`` and during the language server's analysis of a keystroke: a count, not a time, so it
@@ -16,12 +16,12 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from cpu2gpu import classdefs, syntaxindex
-from cpu2gpu.config import Settings
+from cpu2gpu.analysis import classdefs, syntaxindex
+from cpu2gpu.sources.config import Settings
 from cpu2gpu.engine import check_module, parse, select_rules
-from cpu2gpu.fixes import ACCELERATOR_DEVICE
+from cpu2gpu.rewrite.fixes import ACCELERATOR_DEVICE
 from cpu2gpu.lsp import documents
-from cpu2gpu.syntaxindex import SyntaxIndex, preorder
+from cpu2gpu.analysis.syntaxindex import SyntaxIndex, preorder
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = sorted(p for p in (ROOT / "fixtures").rglob("*.py") if "__pycache__" not in p.parts)

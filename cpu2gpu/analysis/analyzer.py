@@ -13,9 +13,9 @@ from typing import Optional
 
 import libcst as cst
 
-from ..facts import Facts, Kind, Place, Value
-from ..imports import ImportTable
-from ..seeds import NO_SEEDS, Seeds
+from .facts import Facts, Kind, Place, Value
+from .imports import ImportTable
+from .seeds import NO_SEEDS, Seeds
 
 from .core import Scope
 from .statements import StatementWalker

@@ -6,8 +6,8 @@ from typing import Optional, Union
 
 import libcst as cst
 
-from ..classdefs import walk
-from ..facts import Kind, Origin, Place, Value
+from .classdefs import walk
+from .facts import Kind, Origin, Place, Value
 
 _TENSORISH = (Kind.TENSOR, Kind.BATCH)
 _GUARD_WORDS = ("cuda", "gpu", "is_available", "accelerator", "device")

@@ -8,9 +8,9 @@ from typing import Iterable, Optional, Sequence
 
 import libcst as cst
 
-from .. import torchapi as api
-from ..facts import Kind, Origin, Place, Use, Value
-from ..imports import dotted
+from . import torchapi as api
+from .facts import Kind, Origin, Place, Use, Value
+from .imports import dotted
 
 from .parts import AnalysisParts
 from .core import (

@@ -8,11 +8,11 @@ from typing import Optional
 
 import libcst as cst
 
-from .. import classdefs
-from .. import torchapi as api
-from ..classdefs import walk
-from ..facts import Kind, Origin, Place, Value
-from ..imports import dotted
+from . import classdefs
+from . import torchapi as api
+from .classdefs import walk
+from .facts import Kind, Origin, Place, Value
+from .imports import dotted
 
 from .parts import AnalysisParts
 from .core import Scope, _PACK_PADDED, _call_kwarg, _string_value, has_parameters

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence
 
 import libcst as cst
 
-from ..facts import Facts, Hardcoded, Kind, Place, Value
-from ..imports import ImportTable
-from ..seeds import Exported, Seeds
+from .facts import Facts, Hardcoded, Kind, Place, Value
+from .imports import ImportTable
+from .seeds import Exported, Seeds
 
 from .core import Scope
 

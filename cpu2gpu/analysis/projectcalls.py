@@ -8,8 +8,8 @@ from typing import Optional
 
 import libcst as cst
 
-from ..facts import Facts, Kind, Origin, Place, Use, Value
-from ..seeds import CROSSING_KINDS, CallShape, Exported
+from .facts import Facts, Kind, Origin, Place, Use, Value
+from .seeds import CROSSING_KINDS, CallShape, Exported
 
 from .parts import AnalysisParts
 from .core import Scope, _TENSORISH, _tensors_of, has_parameters

@@ -8,10 +8,10 @@ from typing import Iterable, Optional
 
 import libcst as cst
 
-from .. import torchapi as api
-from ..classdefs import child_nodes
-from ..facts import Hardcoded, Kind, Origin, Place, Value
-from ..imports import dotted
+from . import torchapi as api
+from .classdefs import child_nodes
+from .facts import Hardcoded, Kind, Origin, Place, Value
+from .imports import dotted
 
 from .parts import AnalysisParts
 from .core import (

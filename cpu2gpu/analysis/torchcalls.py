@@ -8,11 +8,11 @@ from typing import Optional
 
 import libcst as cst
 
-from .. import torchapi as api
-from ..classdefs import walk
-from ..facts import Hardcoded, Kind, Move, Origin, Place, Use, Value
-from ..devicecode import places_on_device
-from ..imports import dotted
+from . import torchapi as api
+from .classdefs import walk
+from .facts import Hardcoded, Kind, Move, Origin, Place, Use, Value
+from .devicecode import places_on_device
+from .imports import dotted
 
 from .parts import AnalysisParts
 from .core import (

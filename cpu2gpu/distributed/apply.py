@@ -7,7 +7,7 @@ from typing import Optional, Sequence, Union
 
 import libcst as cst
 
-from ..classdefs import walk
+from ..analysis.classdefs import walk
 from .index import FileIndex, code_of
 from .plan import SAFE_ON_WRAPPER, Plan, dataset_argument, is_wrapper
 

@@ -14,7 +14,7 @@ from typing import Iterator, Optional, Union
 import libcst as cst
 import libcst.metadata  # noqa: F401  (cst.metadata)
 
-from ..imports import ImportTable, dotted
+from ..analysis.imports import ImportTable, dotted
 
 Scope = Union[cst.Module, cst.FunctionDef]
 

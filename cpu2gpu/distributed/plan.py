@@ -14,8 +14,8 @@ from typing import Optional, Union
 
 import libcst as cst
 
-from .. import torchapi as api
-from ..imports import dotted
+from ..analysis import torchapi as api
+from ..analysis.imports import dotted
 from .index import FileIndex, Scope, code_of, own_nodes, preorder
 
 # Attributes that mean the same on the DDP wrapper and on the model: everything else (state_dict,

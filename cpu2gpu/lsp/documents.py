@@ -1,7 +1,7 @@
 """One open document, analysed as ``cpu2gpu check`` and ``rewrite`` would analyse the file on disk.
 
 A document is a Python file (one text) or a notebook (one text per code cell, checked as one
-program, as ``notebook.py`` does for ``.ipynb`` files). ``analyse`` answers its findings with their
+program, as ``notebooks/cells.py`` does for ``.ipynb`` files). ``analyse`` answers its findings with their
 fixes; ``Report.fixed`` gives the texts that one finding's fix makes of the document (only that
 fix, and the device setup it needs), ``Report.fixed_all`` those of every fix ``rewrite`` applies.
 Texts come back in the document's shape: one text, or one per code cell.
@@ -22,17 +22,17 @@ from typing import Mapping, Optional, Sequence
 
 import libcst as cst
 
-from ..config import Settings
+from ..sources.config import Settings
 from ..engine import (Analysis, Finding, SourceError, _deep, _fixed_bytes, analyze_module, locate_with_noqa,
                       parse, remember_source, select_rules)
-from ..facts import Facts
-from ..fixes import apply_edits
-from ..notebook import CellError, Notebook, _layout, _parse_program, _set_source, _split_program, load
-from ..project import ProjectFile, ProjectSet
+from ..analysis.facts import Facts
+from ..rewrite.fixes import apply_edits
+from ..notebooks.cells import CellError, Notebook, _layout, _parse_program, _set_source, _split_program, load
+from ..project.projectset import ProjectFile, ProjectSet
 from ..rules import Hit, Rule
 from ..rules.base import Fix
-from ..seeds import NO_SEEDS, Seeds
-from ..syntax import python_syntax_error
+from ..analysis.seeds import NO_SEEDS, Seeds
+from ..sources.syntax import python_syntax_error
 
 
 def rules_for(settings: Settings) -> list[Rule]:
@@ -211,7 +211,7 @@ class IpynbReport(Report):
             return
         indexes = {id(cell): index for index, cell in enumerate(notebook.data["cells"])}
         try:
-            from ..nbpositions import NotebookPositions
+            from ..notebooks.positions import NotebookPositions
         except ImportError:  # (positions in the file: not in this version)
             return
         finder = NotebookPositions(text)

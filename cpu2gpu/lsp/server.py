@@ -9,7 +9,7 @@ What it does:
   a newer change supersedes an analysis that is waiting or running (its result is dropped). A save
   re-checks every open document: the project around a file may have changed.
 - Each finding reads the settings of the file's pyproject.toml (``[tool.cpu2gpu]``) and the project
-  around it (``project.py``), from the disk, with the editor's texts of the open files.
+  around it (``project/projectset.py``), from the disk, with the editor's texts of the open files.
 - Code actions: each fix as a ``quickfix`` (that one finding's fix, and the device setup it needs;
   the safe ones preferred, the unsafe ones titled "(unsafe)"), and ``source.fixAll.cpu2gpu``: every
   fix that ``cpu2gpu rewrite`` applies (the safe ones, unless ``unsafe-fixes = true``).
@@ -32,9 +32,9 @@ from pygls.uris import to_fs_path
 from pygls.workspace.position_codec import PositionCodec
 
 from .. import __version__
-from ..config import ConfigError, Settings, apply_device_style, load_settings
-from ..torchfloor import StyleError
-from ..syntax import python_lines
+from ..sources.config import ConfigError, Settings, apply_device_style, load_settings
+from ..analysis.torchfloor import StyleError
+from ..sources.syntax import python_lines
 from .documents import Report, analyse, analyse_ipynb, file_bytes, project_seeds_with
 
 SOURCE = "cpu2gpu"

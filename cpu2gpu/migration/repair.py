@@ -21,11 +21,11 @@ from typing import Optional
 import libcst as cst
 
 from ..analysis import analyze
-from ..facts import Facts
-from ..fixes import (Edit, InsertAfter, InsertAtLoopStart, Replace, add_keyword, apply_edits, chain_to, method_call,
+from ..analysis.facts import Facts
+from ..rewrite.fixes import (Edit, InsertAfter, InsertAtLoopStart, Replace, add_keyword, apply_edits, chain_to, method_call,
                      plan_device_setup)
-from ..syntax import python_syntax_error
-from ..torchapi import FACTORIES, TENSOR_ARGUMENT_FACTORIES
+from ..sources.syntax import python_syntax_error
+from ..analysis.torchapi import FACTORIES, TENSOR_ARGUMENT_FACTORIES
 from .binding import Binding, Evidence, FileReading, find_binding, parameters_of
 
 _DEVICE_PARAMETERS = ("device", "dev", "torch_device")

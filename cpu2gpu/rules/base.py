@@ -7,9 +7,9 @@ from typing import ClassVar, Iterator, Optional
 
 import libcst as cst
 
-from ..facts import Facts, Place
-from ..fixes import DeviceSetup, Fix
-from ..syntaxindex import SyntaxIndex, syntax_index
+from ..analysis.facts import Facts, Place
+from ..rewrite.fixes import DeviceSetup, Fix
+from ..analysis.syntaxindex import SyntaxIndex, syntax_index
 
 
 @dataclass(frozen=True)

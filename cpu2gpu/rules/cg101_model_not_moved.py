@@ -6,8 +6,8 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from ..facts import Kind, Place
-from ..fixes import Edit, Fix, InsertAfter, Replace, chain_to
+from ..analysis.facts import Kind, Place
+from ..rewrite.fixes import Edit, Fix, InsertAfter, Replace, chain_to
 from .base import Hit, Invalid, Rule, RuleContext
 
 

@@ -6,8 +6,8 @@ from typing import Iterator
 
 import libcst as cst
 
-from ..facts import Kind, Origin
-from ..fixes import Fix, Replace, add_keyword, chain_to
+from ..analysis.facts import Kind, Origin
+from ..rewrite.fixes import Fix, Replace, add_keyword, chain_to
 from .base import Hit, Invalid, Rule, RuleContext, draws_with_generator, follows_input
 
 

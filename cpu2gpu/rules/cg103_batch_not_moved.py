@@ -6,8 +6,8 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from ..facts import Kind, Origin
-from ..fixes import Fix, InsertAfter, InsertAtLoopStart, Replace, chain_to
+from ..analysis.facts import Kind, Origin
+from ..rewrite.fixes import Fix, InsertAfter, InsertAtLoopStart, Replace, chain_to
 from .base import Hit, Invalid, Rule, RuleContext
 
 

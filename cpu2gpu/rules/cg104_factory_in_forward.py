@@ -6,10 +6,10 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from .. import classdefs
+from ..analysis import classdefs
 from ..analysis.core import class_has_parameters
-from ..facts import Kind, Origin
-from ..fixes import Fix, Replace, add_keyword, method_call
+from ..analysis.facts import Kind, Origin
+from ..rewrite.fixes import Fix, Replace, add_keyword, method_call
 from .base import Hit, Invalid, Rule, RuleContext, draws_with_generator, follows_input
 
 

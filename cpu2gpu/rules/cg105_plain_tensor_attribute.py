@@ -6,8 +6,8 @@ from typing import Iterator
 
 import libcst as cst
 
-from ..facts import Kind
-from ..fixes import Fix, Replace
+from ..analysis.facts import Kind
+from ..rewrite.fixes import Fix, Replace
 from .base import Hit, Invalid, Rule, RuleContext
 
 

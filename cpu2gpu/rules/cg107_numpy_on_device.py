@@ -6,8 +6,8 @@ from typing import Iterator
 
 import libcst as cst
 
-from ..facts import Place
-from ..fixes import Fix, Replace, method_call
+from ..analysis.facts import Place
+from ..rewrite.fixes import Fix, Replace, method_call
 from .base import Hit, Invalid, Rule, RuleContext
 
 

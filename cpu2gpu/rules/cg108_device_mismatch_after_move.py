@@ -7,8 +7,8 @@ from typing import Iterator
 import libcst as cst
 
 from ..analysis.core import _CONTAINER_DISPLAYS
-from ..facts import Place
-from ..fixes import Fix, Replace, method_call
+from ..analysis.facts import Place
+from ..rewrite.fixes import Fix, Replace, method_call
 from .base import Hit, Invalid, Rule, RuleContext
 
 

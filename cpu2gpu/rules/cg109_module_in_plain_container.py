@@ -7,9 +7,9 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from .. import classdefs
-from ..facts import Facts
-from ..fixes import Fix, Replace
+from ..analysis import classdefs
+from ..analysis.facts import Facts
+from ..rewrite.fixes import Fix, Replace
 from .base import Hit, Invalid, Rule, RuleContext
 
 

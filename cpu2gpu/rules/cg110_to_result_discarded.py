@@ -6,7 +6,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from ..fixes import Fix, Replace
+from ..rewrite.fixes import Fix, Replace
 from .base import Hit, Invalid, Rule, RuleContext
 
 

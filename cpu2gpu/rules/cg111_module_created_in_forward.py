@@ -7,9 +7,9 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from .. import classdefs
-from ..facts import Facts, Kind
-from ..fixes import Fix, InsertAfter, Replace
+from ..analysis import classdefs
+from ..analysis.facts import Facts, Kind
+from ..rewrite.fixes import Fix, InsertAfter, Replace
 from .base import Hit, Invalid, Rule, RuleContext
 
 _CONSTANTS = (cst.Integer, cst.Float, cst.SimpleString)

@@ -6,8 +6,8 @@ from typing import Iterator
 
 import libcst as cst
 
-from .. import torchapi as api
-from ..fixes import Fix, Replace, add_keyword, chain_to
+from ..analysis import torchapi as api
+from ..rewrite.fixes import Fix, Replace, add_keyword, chain_to
 from .base import Hit, Invalid, Rule, RuleContext
 
 

@@ -6,9 +6,9 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from .. import torchapi as api
-from ..facts import Facts, Origin, Place
-from ..fixes import Fix, Replace, chain_to, method_call
+from ..analysis import torchapi as api
+from ..analysis.facts import Facts, Origin, Place
+from ..rewrite.fixes import Fix, Replace, chain_to, method_call
 from .base import Hit, Invalid, Rule, RuleContext
 
 # Random functions whose first argument is the tensor they draw from (its device is the draw's).

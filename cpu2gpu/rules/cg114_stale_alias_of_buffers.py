@@ -7,10 +7,10 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from .. import classdefs
-from .. import torchapi as api
-from ..facts import Facts
-from ..fixes import Fix, Replace
+from ..analysis import classdefs
+from ..analysis import torchapi as api
+from ..analysis.facts import Facts
+from ..rewrite.fixes import Fix, Replace
 from .base import Hit, Invalid, Rule, RuleContext
 
 _MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "sort",

@@ -6,10 +6,10 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from ..classdefs import walk
-from ..facts import Kind
-from ..fixes import Fix, Replace, method_call
-from ..syntaxindex import SyntaxIndex
+from ..analysis.classdefs import walk
+from ..analysis.facts import Kind
+from ..rewrite.fixes import Fix, Replace, method_call
+from ..analysis.syntaxindex import SyntaxIndex
 from .base import Hit, Invalid, Rule, RuleContext
 
 # NumPy makes float64 unless told otherwise: these calls, without dtype=, give float64 arrays.

@@ -6,9 +6,9 @@ from typing import Iterator
 
 import libcst as cst
 
-from .. import torchapi as api
-from ..devicecode import keyword_value, places_on_device
-from ..syntaxindex import preorder
+from ..analysis import torchapi as api
+from ..analysis.devicecode import keyword_value, places_on_device
+from ..analysis.syntaxindex import preorder
 from .base import Hit, Invalid, Rule, RuleContext
 
 _DATASET_BASES = frozenset({"torch.utils.data.Dataset", "torch.utils.data.dataset.Dataset"})

@@ -6,8 +6,8 @@ from typing import Iterator
 
 import libcst as cst
 
-from ..ddpcode import reading
-from ..fixes import Fix, Replace, add_keyword
+from ..analysis.ddpcode import reading
+from ..rewrite.fixes import Fix, Replace, add_keyword
 from .base import Hit, Invalid, Rule, RuleContext
 
 

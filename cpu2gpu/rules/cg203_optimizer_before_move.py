@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ..facts import Place
+from ..analysis.facts import Place
 from .base import Hit, Invalid, Rule, RuleContext
 from .cg101_model_not_moved import move_module
 

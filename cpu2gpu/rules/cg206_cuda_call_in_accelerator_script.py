@@ -6,7 +6,7 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from ..fixes import Fix, Replace, uses_accelerator_style
+from ..rewrite.fixes import Fix, Replace, uses_accelerator_style
 from .base import Hit, Invalid, Rule, RuleContext
 
 # torch.cuda.X -> torch.accelerator.Y, where both raise (or both answer 0) without a GPU: the same

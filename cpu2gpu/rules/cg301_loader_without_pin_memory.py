@@ -6,8 +6,8 @@ from typing import Iterator
 
 import libcst as cst
 
-from ..facts import Kind, Origin
-from ..fixes import Fix, Replace, add_keyword
+from ..analysis.facts import Kind, Origin
+from ..rewrite.fixes import Fix, Replace, add_keyword
 from .base import Hit, Invalid, Rule, RuleContext
 
 

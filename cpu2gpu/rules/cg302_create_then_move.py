@@ -6,7 +6,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from ..fixes import Fix, Replace, add_keyword
+from ..rewrite.fixes import Fix, Replace, add_keyword
 from .base import Hit, Invalid, Rule, RuleContext, draws_with_generator
 
 

@@ -6,7 +6,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from ..facts import Place
+from ..analysis.facts import Place
 from .base import Hit, Invalid, Rule, RuleContext
 
 

@@ -6,10 +6,10 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from ..ddpcode import DdpReading, reading, walk
-from ..devicecode import keyword_value
-from ..fixes import Fix, InsertAtLoopStart
-from ..imports import dotted
+from ..analysis.ddpcode import DdpReading, reading, walk
+from ..analysis.devicecode import keyword_value
+from ..rewrite.fixes import Fix, InsertAtLoopStart
+from ..analysis.imports import dotted
 from .base import Hit, Invalid, Rule, RuleContext
 
 _HEAD = ("import torch\nimport torch.distributed as dist\n"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ..ddpcode import mentions_rank, reading
+from ..analysis.ddpcode import mentions_rank, reading
 from .base import Hit, Invalid, Rule, RuleContext
 
 _HEAD = ("import torch\nimport torch.distributed as dist\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"

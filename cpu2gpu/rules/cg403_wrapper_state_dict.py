@@ -6,9 +6,9 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from ..ddpcode import DDP_CLASSES, DdpReading, reading, walk
-from ..fixes import Fix, Replace
-from ..imports import dotted
+from ..analysis.ddpcode import DDP_CLASSES, DdpReading, reading, walk
+from ..rewrite.fixes import Fix, Replace
+from ..analysis.imports import dotted
 from .base import Hit, Invalid, Rule, RuleContext
 
 _HEAD = ("import torch\nimport torch.distributed as dist\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"

@@ -6,9 +6,9 @@ from typing import Iterator
 
 import libcst as cst
 
-from ..ddpcode import reading
-from ..devicecode import keyword_value
-from ..fixes import Fix, Replace
+from ..analysis.ddpcode import reading
+from ..analysis.devicecode import keyword_value
+from ..rewrite.fixes import Fix, Replace
 from .base import Hit, Invalid, Rule, RuleContext
 
 _HEAD = ("import torch\nfrom torch.utils.data import DataLoader\n"

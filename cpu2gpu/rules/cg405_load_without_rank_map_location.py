@@ -6,8 +6,8 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from ..ddpcode import DdpReading, mentions_rank, reading, walk
-from ..fixes import Fix, Replace, add_keyword
+from ..analysis.ddpcode import DdpReading, mentions_rank, reading, walk
+from ..rewrite.fixes import Fix, Replace, add_keyword
 from .base import Hit, Invalid, Rule, RuleContext
 
 _HEAD = ("import os\nimport torch\nimport torch.distributed as dist\n"

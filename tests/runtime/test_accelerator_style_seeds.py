@@ -16,7 +16,7 @@ from .test_corpus_scripts import _plain_batch
 pytest.importorskip("torch")
 
 import cpu2gpu  # noqa: E402
-from cpu2gpu.fixes import ACCELERATOR_DEVICE  # noqa: E402
+from cpu2gpu.rewrite.fixes import ACCELERATOR_DEVICE  # noqa: E402
 
 pytestmark = [pytest.mark.runtime, pytest.mark.slow]
 

@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("torch")
 
 from cpu2gpu.engine import select_rules  # noqa: E402
-from cpu2gpu.notebook import check_notebook, runnable_cells  # noqa: E402
+from cpu2gpu.notebooks.cells import check_notebook, runnable_cells  # noqa: E402
 from cpu2gpu.runtime import notebookrun  # noqa: E402
 from cpu2gpu.runtime.report import to_json, to_text  # noqa: E402
 from cpu2gpu.runtime.runner import RunSpec  # noqa: E402

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence, Union
+from typing import Callable, Optional, Sequence, Union, cast
 
 import libcst as cst
 
@@ -143,9 +143,9 @@ class _ApplyEdits(cst.CSTTransformer):
                 if all(e.code != edit.code for e in bucket):
                     bucket.append(edit)
             else:
-                bucket = self.loop_start.setdefault(id(edit.loop), [])
-                if all(e.code != edit.code for e in bucket):
-                    bucket.append(edit)
+                starts = self.loop_start.setdefault(id(edit.loop), [])
+                if all(e.code != edit.code for e in starts):
+                    starts.append(edit)
 
     def on_leave(self, original_node, updated_node):  # type: ignore[override]
         updated = super().on_leave(original_node, updated_node)
@@ -160,7 +160,7 @@ class _ApplyEdits(cst.CSTTransformer):
             # A statement moved from elsewhere: the edits inside it still apply.
             self.inserting = id(code)
             try:
-                return code.visit(self)
+                return cast(cst.BaseStatement, code.visit(self))
             finally:
                 self.inserting = None
         stmt = cst.parse_statement(code, config=self.config)

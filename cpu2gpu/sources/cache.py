@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional, Sequence
 
-from . import __version__
+from .. import __version__
 
 CACHE_DIR_NAME = ".cpu2gpu_cache"
 _PACKAGE = Path(__file__).resolve().parent

@@ -30,13 +30,13 @@ from typing import Iterable, Optional
 
 import libcst as cst
 
-from .analysis import Analyzer, _holds_state, _places_itself
-from .engine import SourceError, _deep, parse
-from .files import read_source, skipped_dir
-from .output import shown
-from .facts import Kind, Place, Value
-from .imports import ImportTable, dotted
-from .seeds import CallShape, Exported, Seeds
+from ..analysis import Analyzer, _holds_state, _places_itself
+from ..engine import SourceError, _deep, parse
+from ..sources.files import read_source, skipped_dir
+from ..output.formats import shown
+from ..analysis.facts import Kind, Place, Value
+from ..analysis.imports import ImportTable, dotted
+from ..analysis.seeds import CallShape, Exported, Seeds
 
 ROOT_MARKERS = ("pyproject.toml", "setup.py", ".git")
 _MAX_IMPORT_DEPTH = 40  # files summarised inside one another (each costs a few stack frames)

@@ -22,7 +22,7 @@ from typing import Iterable, Optional, Sequence
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
-from .classdefs import child_nodes
+from ..analysis.classdefs import child_nodes
 
 _PASS_BLOCK = cst.IndentedBlock(body=[cst.SimpleStatementLine(body=[cst.Pass()])])
 

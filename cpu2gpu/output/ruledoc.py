@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 import re
 
-from .rules import Rule
+from ..rules import Rule
 
 _INLINE_CODE = re.compile(r"``(.+?)``")
 _ROLE = re.compile(r":[a-z]+:`([^`]+)`")  # :class:`Foo` -> `Foo`

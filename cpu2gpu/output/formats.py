@@ -13,9 +13,9 @@ from urllib.parse import quote
 
 import click
 
-from . import __version__
-from .engine import Finding
-from .rules import ALL_RULES, RULES_BY_CODE
+from .. import __version__
+from ..engine import Finding
+from ..rules import ALL_RULES, RULES_BY_CODE
 
 FORMATS = ("text", "json", "github", "sarif")
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"

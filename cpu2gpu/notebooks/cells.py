@@ -23,10 +23,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence, Union
 
-from .engine import Finding, SourceError, check_module, fix_module, parse
-from .fixes import PLACE_MARK, SECTION_MARK
-from .nbpositions import NotebookPositions
-from .rules import Rule
+from ..engine import Finding, SourceError, check_module, fix_module, parse
+from ..rewrite.fixes import PLACE_MARK, SECTION_MARK
+from .positions import NotebookPositions
+from ..rules import Rule
 
 NOTEBOOK_SUFFIX = ".ipynb"
 

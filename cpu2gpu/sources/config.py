@@ -9,8 +9,8 @@ from typing import Optional
 import libcst
 
 from .files import PatternError, check_patterns
-from .fixes import ACCELERATOR_DEVICE
-from .torchfloor import DDP_ACCELERATOR_MINIMUM, DEVICE_STYLES, resolve_style
+from ..rewrite.fixes import ACCELERATOR_DEVICE
+from ..analysis.torchfloor import DDP_ACCELERATOR_MINIMUM, DEVICE_STYLES, resolve_style
 
 try:
     import tomllib

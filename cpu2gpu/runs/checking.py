@@ -8,16 +8,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator, Optional, Sequence
 
-from .cache import Cache
-from .engine import NOTEBOOK_FIELDS, Finding, SourceError, check_module, parse, remember_source, select_rules
-from .files import NotRegularFileError, Target, mentions_torch, read_source
-from .notebook import CellError, check_notebook, is_notebook
-from .output import FileError
+from ..sources.cache import Cache
+from ..engine import NOTEBOOK_FIELDS, Finding, SourceError, check_module, parse, remember_source, select_rules
+from ..sources.files import NotRegularFileError, Target, mentions_torch, read_source
+from ..notebooks.cells import CellError, check_notebook, is_notebook
+from ..output.formats import FileError
 from .parallel import ordered_map, workers_for
 from .progress import Progress
-from .project import ProjectSet
-from .rules import Rule
-from .seeds import NO_SEEDS, Seeds
+from ..project.projectset import ProjectSet
+from ..rules import Rule
+from ..analysis.seeds import NO_SEEDS, Seeds
 
 
 @dataclass
