@@ -159,7 +159,7 @@ def main(argv=None) -> int:
     sandbox.install(opts.workdir, opts.orig_root)
     synthetic_setup = None
     if opts.synthetic_data:
-        from . import synthetic
+        from .standins import setup as synthetic
 
         synthetic_setup = synthetic.install()
     harness.stop_on_sigterm()
@@ -277,7 +277,7 @@ def main(argv=None) -> int:
     if missing_package:
         result["missing_package"] = missing_package
     if synthetic_setup:
-        from . import synthetic
+        from .standins import setup as synthetic
 
         result["needs_data"] = needs_data
         result["synthetic"] = {"torchvision": synthetic_setup["torchvision"], "reason": synthetic_setup["reason"],

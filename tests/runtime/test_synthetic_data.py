@@ -88,15 +88,15 @@ def test_data_outside_the_copied_folder_is_located(tmp_path):
 @pytest.fixture
 def datasets():
     pytest.importorskip("torch")
-    from cpu2gpu.runtime import standin_datasets
+    from cpu2gpu.runtime.standins import datasets as standin_datasets
 
     return standin_datasets
 
 
 def test_cifar10_has_the_real_attributes_shapes_and_dtypes(datasets):
     np = pytest.importorskip("numpy")
-    from cpu2gpu.runtime import standin_transforms as T
-    from cpu2gpu.runtime.synthdata import TEST_SAMPLES, TRAIN_SAMPLES
+    from cpu2gpu.runtime.standins import transforms as T
+    from cpu2gpu.runtime.standins.synthdata import TEST_SAMPLES, TRAIN_SAMPLES
 
     train = datasets.CIFAR10("/never/read", train=True, download=True)
     test = datasets.CIFAR10(root="./data", train=False, download=False,
@@ -169,9 +169,9 @@ def test_stand_ins_are_deterministic_and_leave_the_global_generators_alone(datas
 
 def test_transforms_and_utils_work_without_pillow(tmp_path, datasets):
     torch = pytest.importorskip("torch")
-    from cpu2gpu.runtime import standin_functional as F
-    from cpu2gpu.runtime import standin_transforms as T
-    from cpu2gpu.runtime import standin_vutils
+    from cpu2gpu.runtime.standins import functional as F
+    from cpu2gpu.runtime.standins import transforms as T
+    from cpu2gpu.runtime.standins import vutils as standin_vutils
 
     img = datasets.CIFAR10("./data")[0][0]
     pipeline = T.Compose([T.Resize(64), T.CenterCrop(56), T.RandomResizedCrop(48), T.Grayscale(3),
@@ -190,7 +190,7 @@ def test_transforms_and_utils_work_without_pillow(tmp_path, datasets):
 
 def test_the_real_torchvision_gets_its_data_sets_replaced(datasets):
     pytest.importorskip("torch")
-    from cpu2gpu.runtime import standin_torchvision
+    from cpu2gpu.runtime.standins import torchvision as standin_torchvision
 
     class VisionDataset:
         pass
@@ -339,7 +339,7 @@ class _FakeHF:
 
 def test_hugging_face_load_dataset_of_a_known_name_is_replaced():
     pytest.importorskip("torch")
-    from cpu2gpu.runtime import standin_hf
+    from cpu2gpu.runtime.standins import huggingface as standin_hf
 
     hf = types.ModuleType("datasets")
     hf.__dict__.update({k: v for k, v in vars(_FakeHF).items() if not k.startswith("__")})
@@ -363,7 +363,7 @@ def test_hugging_face_load_dataset_of_a_known_name_is_replaced():
 
 def test_torchaudio_speech_commands_is_replaced(tmp_path):
     torch = pytest.importorskip("torch")
-    from cpu2gpu.runtime import standin_audio
+    from cpu2gpu.runtime.standins import audio as standin_audio
 
     class COMMONVOICE(torch.utils.data.Dataset):
         def __init__(self, root, **kwargs):
@@ -386,7 +386,7 @@ def test_torchaudio_speech_commands_is_replaced(tmp_path):
 def test_sklearn_fetchers_are_replaced(monkeypatch):
     pytest.importorskip("torch")
     np = pytest.importorskip("numpy")
-    from cpu2gpu.runtime import standin_sklearn
+    from cpu2gpu.runtime.standins import sklearn as standin_sklearn
 
     sklearn, utils = types.ModuleType("sklearn"), types.ModuleType("sklearn.utils")
     utils.Bunch = type("Bunch", (dict,), {"__getattr__": dict.__getitem__})

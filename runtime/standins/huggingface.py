@@ -15,7 +15,7 @@ import os
 import re
 
 from . import synthdata as sd
-from .needsdata import NeedsData
+from ..needsdata import NeedsData
 
 SOURCE = "datasets.load_dataset"
 LOCAL_BUILDERS = {"csv", "json", "text", "parquet", "arrow", "pandas", "imagefolder", "audiofolder",
@@ -71,7 +71,7 @@ def _build(hf, key: str, split: str):
     train = split == "train"
     n = sd.split_size(train)
     if kind == "image":
-        from .standin_image import new_image, pil
+        from .image import new_image, pil
 
         if pil() is None:
             raise NeedsData(f"huggingface:{key}", f"{SOURCE}({key!r}) (image columns need Pillow)", is_path=False)

@@ -21,8 +21,8 @@ import torch
 from torch.utils.data import Dataset
 
 from . import synthdata as sd
-from .needsdata import NeedsData
-from .standin_image import new_image
+from ..needsdata import NeedsData
+from .image import new_image
 
 SOURCE = "torchvision.datasets"
 
@@ -430,7 +430,7 @@ DEFAULT_FOLDER_CLASSES = [f"class_{i}" for i in range(10)]
 
 
 def default_loader(path):
-    from .standin_image import pil
+    from .image import pil
 
     P = pil()
     if P is None:

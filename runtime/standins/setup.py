@@ -1,10 +1,10 @@
 """``verify --synthetic-data``, child side: set up the stand-in data sources before the script runs.
 
 - torchvision: the real data sets replaced, or a stand-in package when torchvision
-  does not import (``standin_torchvision``);
+  does not import (``standins/torchvision.py``);
 - Hugging Face ``datasets.load_dataset``, ``torchaudio.datasets`` and
   ``sklearn.datasets.fetch_*``: patched when the script imports them
-  (``standin_hf``, ``standin_audio``, ``standin_sklearn``);
+  (``huggingface``, ``audio``, ``sklearn`` here);
 - every file the script reads stays what it is: a missing one is reported as
   "needs data: PATH" (``needsdata``).
 
@@ -14,7 +14,8 @@ their own from the data set's name and split.
 
 from __future__ import annotations
 
-from . import afterimport, needsdata, synthdata
+from .. import afterimport, needsdata
+from . import synthdata
 
 
 def _patch(module_name: str, attribute: str):
@@ -32,13 +33,13 @@ def _patch(module_name: str, attribute: str):
 
 def install() -> dict:
     """Returns the setup (for the report) and the tracker of the script's own files."""
-    from . import standin_torchvision
+    from . import torchvision as standin_torchvision
 
     setup = standin_torchvision.install()
     afterimport.install({
-        "datasets": _patch("standin_hf", "patch"),
-        "torchaudio.datasets": _patch("standin_audio", "patch"),
-        "sklearn.datasets": _patch("standin_sklearn", "patch"),
+        "datasets": _patch("huggingface", "patch"),
+        "torchaudio.datasets": _patch("audio", "patch"),
+        "sklearn.datasets": _patch("sklearn", "patch"),
     })
     setup["tracker"] = needsdata.install()
     return setup

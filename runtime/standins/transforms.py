@@ -19,8 +19,8 @@ import numbers
 
 import torch
 
-from . import standin_functional as F
-from .standin_functional import InterpolationMode  # noqa: F401  (torchvision exports it here too)
+from . import functional as F
+from .functional import InterpolationMode  # noqa: F401  (torchvision exports it here too)
 
 functional = F
 

@@ -4,7 +4,7 @@ Geometry (resize, crops, flips, padding) and the tensor conversions are computed
 the photometric and free-angle operations that only change pixel values
 (rotation by an arbitrary angle, blur, hue) return their input unchanged:
 a stand-in data set needs the shapes and dtypes right, not the exact pixels.
-Images are Pillow's when it is installed, else ``standin_image.Image``.
+Images are Pillow's when it is installed, else ``image.Image``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numbers
 
 import torch
 
-from .standin_image import crop_hwc, new_image, resize_hwc, to_hwc
+from .image import crop_hwc, new_image, resize_hwc, to_hwc
 
 
 class InterpolationMode(enum.Enum):

@@ -1,7 +1,7 @@
 """The ``torchvision`` a ``--synthetic-data`` run sees.
 
 When the real torchvision imports, its data set classes are replaced by the
-stand-ins (``standin_datasets``) and everything else is left as it is; its
+stand-ins (``datasets.py`` here) and everything else is left as it is; its
 other data sets (detection, video...) report "needs data" when they fail to
 find or fetch their files. When it does not import (absent, or a build that
 does not match this torch, as the PyPI wheel that links CUDA libraries next to
@@ -19,8 +19,8 @@ import importlib.util
 import sys
 import types
 
-from . import standin_datasets, standin_functional, standin_transforms, standin_vutils
-from .needsdata import NeedsData
+from . import datasets as standin_datasets, functional as standin_functional, transforms as standin_transforms, vutils as standin_vutils
+from ..needsdata import NeedsData
 
 VERSION = "0.0.0+cpu2gpu.standin"
 PROVIDED = ("datasets", "transforms", "utils")

@@ -8,7 +8,7 @@ import math
 
 import torch
 
-from .standin_image import pil, write_png
+from .image import pil, write_png
 
 
 @torch.no_grad()
