@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+from typing import Any
 
 import torch
 from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
@@ -28,6 +29,7 @@ CPU = torch.device("cpu")
 aten = torch.ops.aten
 
 _installed = False
+_aten_lib: Any = None  # install()'s kernel registrations (a torch.library.Library)
 _sim0: torch.device  # the real (C++) device of every SimTensor, set by install()
 # The device the simulator plays, set by install(kind): "cuda" (an NVIDIA GPU) or "mps" (an Apple GPU,
 # which also refuses float64). The messages below name it; install() rewrites them for "mps".
@@ -90,7 +92,8 @@ class SimTensor(torch.Tensor):
     """A tensor on the simulated CUDA device; ``_e`` holds its CPU values."""
 
     # Python-level calls pass straight to C++; the checks live in dispatch.
-    __torch_function__ = torch._C._disabled_torch_function_impl
+    # (torch's C function, not the classmethod signature the stubs give Tensor)
+    __torch_function__: Any = torch._C._disabled_torch_function_impl
 
     @staticmethod
     def __new__(cls, elem: torch.Tensor):
@@ -802,8 +805,8 @@ def _initializing(value):
     return f
 
 
-def _patch_cuda_module():
-    c = torch.cuda
+def _patch_cuda_module() -> None:
+    c: Any = torch.cuda  # patched: its stand-ins are not torch's signatures
     # What initialises CUDA on a real machine goes through _lazy_init; is_available(), device_count(),
     # the memory counters, empty_cache() and the seeding (queued until the initialisation) do not.
     for name in ("init", "_lazy_init", "set_device", "synchronize"):
@@ -820,14 +823,26 @@ def _patch_cuda_module():
     c.device_count = _const(1)
     c.get_device_name = _initializing(_DeviceProperties.name)
     c.get_device_capability = _initializing((8, 0))
-    c.get_device_properties = lambda device=None: (_lazy_init(), _DeviceProperties())[1]
+    def get_device_properties(device=None):
+        _lazy_init()
+        return _DeviceProperties()
+
+    def get_rng_state(device="cuda"):
+        _lazy_init()
+        return _device_gen.get_state()
+
+    def get_rng_state_all():
+        _lazy_init()
+        return [_device_gen.get_state()]
+
+    c.get_device_properties = get_device_properties
     c.manual_seed = lambda seed: _seed_device(seed)
     c.manual_seed_all = lambda seed: _seed_device(seed)
     c.seed = lambda: _device_gen.seed()
     c.seed_all = lambda: _device_gen.seed()
     c.initial_seed = lambda: _device_gen.initial_seed()
-    c.get_rng_state = lambda device="cuda": (_lazy_init(), _device_gen.get_state())[1]
-    c.get_rng_state_all = lambda: (_lazy_init(), [_device_gen.get_state()])[1]
+    c.get_rng_state = get_rng_state
+    c.get_rng_state_all = get_rng_state_all
     c.set_rng_state = lambda state, device="cuda": _device_gen.set_state(state)
     c.set_rng_state_all = lambda states: _device_gen.set_state(states[0])
     c.device = _DeviceContext
@@ -1009,12 +1024,12 @@ def _copying_load(orig):
 
 
 def _swap_on_move_copy_on_load() -> None:
-    future = torch.__future__
+    future: Any = torch.__future__  # patched
     # torch.nn.utils.parametrize imported the getter itself: it reads this flag.
     future.set_swap_module_params_on_conversion(True)
     future.get_swap_module_params_on_conversion = _swap_on_conversion
     future.set_swap_module_params_on_conversion = _set_swap_on_conversion
-    module = torch.nn.Module
+    module: Any = torch.nn.Module  # patched
     module._load_from_state_dict = _copying_load(module._load_from_state_dict)
     module._apply = _tracking_apply(module._apply)
     torch.utils.swap_tensors = _swap_or_set_data
@@ -1029,7 +1044,7 @@ def install(kind: str = "cuda") -> None:
     ``kind`` is the GPU it plays: "cuda" (NVIDIA) or "mps" (Apple: the device is ``mps:0``,
     torch.cuda says no GPU, and float64 on the device raises as MPS does).
     """
-    global _installed, _sim0, _kind, _nominal, BACKEND, _MISMATCH, _NUMPY, _GENERATOR
+    global _installed, _sim0, _kind, _nominal, BACKEND, _MISMATCH, _NUMPY, _GENERATOR, _aten_lib
     if _installed:
         return
     if kind not in ("cuda", "mps"):
@@ -1051,9 +1066,9 @@ def install(kind: str = "cuda") -> None:
     lib.impl("empty.memory_format", _empty, "PrivateUse1")
     lib.impl("empty_strided", _empty_strided, "PrivateUse1")
     lib.impl("_to_copy", _to_copy_kernel, "PrivateUse1")
-    install.lib = lib  # kept alive: dropping it unregisters the kernels
+    _aten_lib = lib  # kept alive: dropping it unregisters the kernels
 
-    T = torch.Tensor
+    T: Any = torch.Tensor  # patched
     T.to = _tensor_to
     if kind == "cuda":
         T.cuda = _tensor_cuda
@@ -1064,9 +1079,10 @@ def install(kind: str = "cuda") -> None:
     for name in _FACTORIES:
         if hasattr(torch, name):
             setattr(torch, name, _factory(getattr(torch, name)))
-    torch.nn.DataParallel.scatter = _data_parallel_scatter
+    data_parallel: Any = torch.nn.DataParallel  # patched
+    data_parallel.scatter = _data_parallel_scatter
     _orig_set_default = torch.set_default_device
-    torch.set_default_device = lambda d: _orig_set_default(_map_device(d) if d is not None else None)
+    torch.set_default_device = lambda device: _orig_set_default(_map_device(device) if device is not None else None)
 
     vf = torch._VF
     for name in ("lstm", "gru", "rnn_tanh", "rnn_relu"):
