@@ -11,10 +11,12 @@ wrapped drifts apart as soon as the ranks see different data.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
 import time
+from typing import Any
 
 
 def rank() -> int:
@@ -131,10 +133,10 @@ def watch_sigterm(rec, state, opts, display) -> None:
 
 
 class RankRecord:
-    def __init__(self, rec):
+    def __init__(self, rec) -> None:
         self.rec = rec
         self.checksums: list = []  # [sum, sum of squares, count] after each counted step
-        self.process_group = None
+        self.process_group: dict | None = None
         self.ddp_modules = 0
         self.samplers = 0
         self.shuffling_samplers = 0
@@ -193,6 +195,7 @@ def install(rec, opts, display) -> RankRecord:
     if dist.is_available():
         orig_init = dist.init_process_group
 
+        @functools.wraps(orig_init)
         def init_process_group(*args, **kwargs):
             out = orig_init(*args, **kwargs)
             try:
@@ -202,7 +205,6 @@ def install(rec, opts, display) -> RankRecord:
                 state.process_group = {"backend": None, "world_size": None, "rank": None}
             return out
 
-        init_process_group.__wrapped__ = orig_init
         dist.init_process_group = init_process_group
         try:
             import torch.distributed.distributed_c10d as c10d
@@ -213,18 +215,20 @@ def install(rec, opts, display) -> RankRecord:
 
         from torch.nn.parallel import DistributedDataParallel
 
-        orig_ddp_init = DistributedDataParallel.__init__
+        ddp_class: Any = DistributedDataParallel  # patched: its __init__ counts the wrapped modules
+        orig_ddp_init = ddp_class.__init__
 
         def ddp_init(self, *args, **kwargs):
             orig_ddp_init(self, *args, **kwargs)
             state.ddp_modules += 1
 
-        DistributedDataParallel.__init__ = ddp_init
+        ddp_class.__init__ = ddp_init
 
     from torch.utils.data.distributed import DistributedSampler
 
-    orig_sampler_init = DistributedSampler.__init__
-    orig_set_epoch = DistributedSampler.set_epoch
+    sampler_class: Any = DistributedSampler  # patched: counts the samplers and the set_epoch calls
+    orig_sampler_init = sampler_class.__init__
+    orig_set_epoch = sampler_class.set_epoch
 
     def sampler_init(self, *args, **kwargs):
         orig_sampler_init(self, *args, **kwargs)
@@ -236,6 +240,6 @@ def install(rec, opts, display) -> RankRecord:
         state.set_epoch_calls += 1
         return orig_set_epoch(self, epoch)
 
-    DistributedSampler.__init__ = sampler_init
-    DistributedSampler.set_epoch = set_epoch
+    sampler_class.__init__ = sampler_init
+    sampler_class.set_epoch = set_epoch
     return state
