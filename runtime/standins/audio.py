@@ -12,8 +12,10 @@ files is missing data.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+from typing import Any
 
 import torch
 from torch.utils.data import Dataset
@@ -144,9 +146,10 @@ class LJSPEECH(Dataset):
 STANDINS = {c.__name__: c for c in (SPEECHCOMMANDS, YESNO, LIBRISPEECH, LJSPEECH)}
 
 
-def _needs_data_on_failure(cls, name: str) -> None:
+def _needs_data_on_failure(cls: Any, name: str) -> None:
     original = cls.__init__
 
+    @functools.wraps(original)
     def __init__(self, *args, **kwargs):
         try:
             original(self, *args, **kwargs)
@@ -156,7 +159,6 @@ def _needs_data_on_failure(cls, name: str) -> None:
             root = args[0] if args else kwargs.get("root")
             raise NeedsData(root if root is not None else name, f"{SOURCE}.{name}") from e
 
-    __init__.__wrapped__ = original
     cls.__init__ = __init__
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import numbers
+from typing import SupportsInt, cast
 
 import torch
 
@@ -50,7 +51,8 @@ def _on_chw(img, fn):
 
 def _size_pair(size) -> tuple:
     if isinstance(size, numbers.Number):
-        return int(size), int(size)
+        n = int(cast(SupportsInt, size))  # a Number that int() takes (the stubs' Number promises no __int__)
+        return n, n
     size = list(size)
     return (int(size[0]), int(size[0])) if len(size) == 1 else (int(size[0]), int(size[1]))
 
@@ -155,7 +157,7 @@ def _resize_chw(t: torch.Tensor, h: int, w: int) -> torch.Tensor:
 
 def _output_size(h: int, w: int, size, max_size=None) -> tuple:
     if isinstance(size, numbers.Number) or len(list(size)) == 1:
-        requested = int(size if isinstance(size, numbers.Number) else list(size)[0])
+        requested = int(cast(SupportsInt, size) if isinstance(size, numbers.Number) else list(size)[0])
         short, long = (w, h) if w <= h else (h, w)
         new_short, new_long = requested, int(requested * long / short)
         if max_size is not None and new_long > max_size:
@@ -207,7 +209,7 @@ def vflip(img):
 
 def _padding(padding) -> list:
     if isinstance(padding, numbers.Number):
-        p = int(padding)
+        p = int(cast(SupportsInt, padding))
         return [p, p, p, p]
     padding = [int(p) for p in padding]
     if len(padding) == 1:

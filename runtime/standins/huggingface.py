@@ -11,8 +11,10 @@ find it, the run needs data ("huggingface:NAME").
 
 from __future__ import annotations
 
+import functools
 import os
 import re
+from typing import Any, Optional
 
 from . import synthdata as sd
 from ..needsdata import NeedsData
@@ -32,7 +34,7 @@ _CIFAR20 = ["aquatic_mammals", "fish", "flowers", "food_containers", "fruit_and_
 
 # name -> (kind, columns, label names, splits)
 # image: (image column, label column, (C, H, W)); text: (text column, label column, with an idx column)
-KNOWN = {
+KNOWN: dict[str, tuple[str, Any, Optional[list[str]], tuple[str, ...]]] = {
     "mnist": ("image", ("image", "label", (1, 28, 28)), _DIGITS, ("train", "test")),
     "fashion_mnist": ("image", ("image", "label", (1, 28, 28)), _FASHION, ("train", "test")),
     "cifar10": ("image", ("img", "label", (3, 32, 32)), _CIFAR10, ("train", "test")),
@@ -88,6 +90,7 @@ def _build(hf, key: str, split: str):
         fingerprint = sd.digest(chw, targets)
     else:
         text_col, label_col, with_idx = columns
+        assert names is not None, key  # every text data set above names its labels
         targets = sd.labels(key, split, n, len(names))
         texts = sd.sentences(key, split, targets, len(names))
         labels = targets.tolist() if split not in ("unsupervised",) else [-1] * n
@@ -144,6 +147,7 @@ def patch(hf) -> None:
     if real is None or not hasattr(hf, "DatasetDict") or not hasattr(hf, "ClassLabel"):
         return
 
+    @functools.wraps(real)
     def load_dataset(*args, **kwargs):
         bound = _arguments(args, kwargs)
         path = bound.get("path")
@@ -170,8 +174,6 @@ def patch(hf) -> None:
             return out.to_iterable_dataset()
         return out
 
-    load_dataset.__wrapped__ = real
-    load_dataset.__doc__ = real.__doc__
     hf.load_dataset = load_dataset
     load_module = getattr(hf, "load", None)
     if load_module is not None and getattr(load_module, "load_dataset", None) is real:

@@ -148,8 +148,7 @@ def patch(module) -> None:
         if not name.startswith("fetch_") or not callable(real) or getattr(real, "__wrapped__", None):
             continue
         if name in STANDINS:
-            replacement = functools.partial(STANDINS[name], real)
+            call = functools.partial(STANDINS[name], real)
         else:
-            replacement = functools.partial(_or_needs_data, real, name)
-        replacement = functools.update_wrapper(replacement, real)
-        setattr(module, name, replacement)
+            call = functools.partial(_or_needs_data, real, name)
+        setattr(module, name, functools.update_wrapper(call, real))

@@ -13,11 +13,13 @@ says why.
 
 from __future__ import annotations
 
+import functools
 import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
 import types
+from typing import Any
 
 from . import datasets as standin_datasets, functional as standin_functional, transforms as standin_transforms, vutils as standin_vutils
 from ..needsdata import NeedsData
@@ -47,8 +49,9 @@ class _Finder(importlib.abc.MetaPathFinder):
         return None
 
 
-def _module(name: str, doc: str, names: dict, reason: str, package: bool = False) -> types.ModuleType:
-    m = types.ModuleType(name, doc)
+def _module(name: str, doc: str | None, names: dict, reason: str, package: bool = False) -> Any:
+    # Any: the stand-in modules are built here, their submodules set as attributes afterwards.
+    m: Any = types.ModuleType(name, doc)
     m.__dict__.update(names)
     # a spec, so that importlib.util.find_spec("torchvision") answers as for an installed package
     m.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=package)
@@ -75,8 +78,9 @@ def _download_noop(*args, **kwargs):
 
 
 def _datasets_utils(reason: str) -> types.ModuleType:
-    names = {n: _download_noop for n in ("download_url", "download_and_extract_archive", "extract_archive",
-                                         "download_file_from_google_drive", "verify_str_arg")}
+    names: dict[str, Any] = {n: _download_noop for n in ("download_url", "download_and_extract_archive",
+                                                         "extract_archive", "download_file_from_google_drive",
+                                                         "verify_str_arg")}
     names["verify_str_arg"] = lambda value, arg=None, valid_values=None, custom_msg=None: value
     names["check_integrity"] = lambda fpath, md5=None: True
     names["check_md5"] = lambda fpath, md5, **kwargs: True
@@ -146,10 +150,11 @@ def install_standin(reason: str) -> types.ModuleType:
     return tv
 
 
-def _needs_data_on_failure(cls, name: str) -> None:
+def _needs_data_on_failure(cls: Any, name: str) -> None:
     """A real data set we have no stand-in for: a failure to find or fetch its files is missing data."""
     original = cls.__init__
 
+    @functools.wraps(original)
     def __init__(self, *args, **kwargs):
         try:
             original(self, *args, **kwargs)
@@ -159,7 +164,6 @@ def _needs_data_on_failure(cls, name: str) -> None:
             root = args[0] if args else kwargs.get("root")
             raise NeedsData(root if root is not None else name, f"torchvision.datasets.{name}") from e
 
-    __init__.__wrapped__ = original
     cls.__init__ = __init__
 
 
