@@ -57,7 +57,7 @@ def cap_lines(report: dict) -> list:
     if not runs:
         return []
     n = runs[0]["cap"]["max_steps"]
-    out = ["", f"  --max-steps {n}: the training is capped at {n} optimizer steps, the rest of the script runs on:"]
+    out = ["", f"  --max-steps {n}: the training is capped at {n} training steps, the rest of the script runs on:"]
     previous = None
     for run in runs:
         cap = run["cap"]

@@ -26,7 +26,7 @@ EXIT_CODES = {"pass": 0, "fail": 1, "error": 2, "needs-data": 3}
                    "sim-mps: a simulated Apple GPU (mps:0, refuses float64); mps, xpu: the Apple or Intel GPU; "
                    "auto: cuda if there is a GPU, else sim, and the cpu fallback too.")
 @click.option("--max-steps", type=click.IntRange(min=1), default=None,
-              help="Cap the training at N optimizer steps and let the code after the training run (evaluation, "
+              help="Cap the training at N training steps (optimizer steps or updates by hand) and let the code after the training run (evaluation, "
                    ".numpy(), saving): DataLoader passes then end after one batch, evaluation passes get "
                    "a few, later steps do nothing; any other for loop that steps ends after the cap. A while loop that trains ends the run at step N, "
                    "as does training that goes on long after the cap.")

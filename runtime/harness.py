@@ -14,9 +14,13 @@ import os
 import sys
 import time
 import weakref
+from typing import TYPE_CHECKING
 
 import torch
 from torch.nn.utils.rnn import PackedSequence
+
+if TYPE_CHECKING:
+    from .manualsteps import ManualSteps
 
 
 _PACKS: dict = {}
@@ -112,6 +116,7 @@ class Recorder:
         self.optimizers_seen: set[int] = set()
         self.trained_devices: set[str] = set()  # devices of the tensors the optimizers step
         self.cap = None  # the StepCap of --max-steps
+        self.manual: ManualSteps | None = None  # the ManualSteps: updates by hand (w -= lr * w.grad) are steps too
 
     def is_batch(self, t) -> bool:
         ref = self.batches.get(id(t))
@@ -121,6 +126,8 @@ class Recorder:
 
     def record_loss(self, t):
         self.backward_calls += 1
+        if self.manual is not None:
+            self.manual.on_backward(t)
         if self.cap is not None and self.cap.capped:  # past --max-steps: not a training step's loss
             self.scaled.pop(id(t), None)
             self.cap.on_backward()
@@ -149,6 +156,19 @@ class Recorder:
         self.step_ends.append(time.perf_counter())
         if self.cap is not None:
             self.cap.counted(sys._getframe(1))
+
+    def on_manual_step(self, leaf, frame) -> bool:
+        """The first update by hand after a backward (``w -= lr * w.grad``, see manualsteps): a step, as an
+        optimizer's. False when it must do nothing: a step after --max-steps, skipped as a capped optimizer's."""
+        self.trained_devices.add(_device_name(leaf.device))
+        if self.cap is not None and self.cap.capped:
+            self.cap.skip_manual(frame)  # or ends the run, as a capped optimizer step that nothing runs dry
+            return False
+        self.steps += 1
+        self.step_ends.append(time.perf_counter())
+        if self.cap is not None:
+            self.cap.counted(frame)
+        return True
 
     # -- modules --------------------------------------------------------------
 
@@ -296,6 +316,10 @@ def install(rec: Recorder) -> None:
     register_module_forward_pre_hook(rec.pre_forward)
     register_module_forward_hook(rec.post_forward, always_call=True)
 
+    from . import manualsteps
+
+    rec.manual = manualsteps.ManualSteps(rec.on_manual_step, lambda: bool(rec.optimizers_seen))
+    manualsteps.install(rec.manual)
     _track_batches(rec)
     _unscale_losses(rec)
     if rec.max_steps is not None:

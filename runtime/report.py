@@ -129,9 +129,9 @@ def _pass_lines(report: dict) -> list:
     if dev:
         if dev["device_forward_calls"] or not dev.get("trained_devices"):
             lines.append(f"  trains on the device: {dev['label']}, {device_calls(dev)}")
-        else:  # no module: the optimizer steps plain tensors
+        else:  # no module: plain tensors are trained (by an optimizer, or by hand: manualsteps)
             where = ", ".join(dev["trained_devices"])
-            lines.append(f"  trains on the device: {dev['label']}, the optimizer's tensors are on {where}")
+            lines.append(f"  trains on the device: {dev['label']}, the trained tensors are on {where}")
     cpu = next((r for r in runs if r["mode"] == "cpu" and r["role"] == "migrated"), None)
     if cpu:
         lines.append(f"  falls back to the CPU: {cpu['label']} runs")

@@ -33,6 +33,7 @@ from __future__ import annotations
 import dis
 import sys
 import weakref
+from typing import NoReturn
 
 from .linetrace import Lines
 
@@ -168,7 +169,7 @@ class StepCap:
 
     # -- steps -------------------------------------------------------------------
 
-    def _stop(self, reason: str, frame):
+    def _stop(self, reason: str, frame) -> NoReturn:
         from .harness import StopRun
 
         self.stopped_at = self.rec.user_location(frame)
@@ -194,6 +195,18 @@ class StepCap:
         self._skipping_undriven = self._driving_of(self._latest) is None
         driver.loop.skipped_steps += 1
         return None
+
+    def skip_manual(self, frame) -> None:
+        """An update by hand after the cap (``w -= lr * w.grad``, manualsteps): skipped as an optimizer step is
+        (the caller does not run it), or the run ends where nothing runs the loop dry."""
+        driver = self._driving()
+        if driver is None:
+            self._stop("loop", frame)
+        if self.skipped >= self.ceiling:
+            self._stop("ceiling", frame)
+        self._skipping_undriven = self._driving_of(self._latest) is None
+        driver.loop.skipped_steps += 1
+        self.end_skipped()
 
     def end_skipped(self) -> None:
         """After a skipped step: give the gradients back, as if the step had run."""
