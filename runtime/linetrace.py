@@ -17,7 +17,7 @@ def _untrace_in_child():
 
 
 class Lines:
-    def __init__(self, is_user_file):
+    def __init__(self, is_user_file) -> None:
         self.seen: set = set()
         self._is_user_file = is_user_file
         self._user: dict = {}

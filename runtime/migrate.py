@@ -121,7 +121,7 @@ def _seeds(files: list[str]) -> dict:
 def static_round(draft: Draft, files: list[str], rules, unsafe_fixes: bool, device_expression) -> list[dict]:
     """Round 0: the rewrite of each reached file, read with the project around it (in the user's tree:
     the same bytes as the draft's at this point), written into the draft."""
-    notes = []
+    notes: list[dict] = []
     seeds = _seeds(files)
     for path in files:
         with open(path, "rb") as f:
