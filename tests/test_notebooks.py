@@ -175,6 +175,16 @@ def test_non_python_notebook_and_markdown_only_notebook_have_no_findings():
     assert load(_notebook()).cells == []
 
 
+MIGRATED = [p for p in NOTEBOOKS if p.read_bytes() == _expected(p).read_bytes()]
+
+
+@pytest.mark.parametrize("notebook", MIGRATED, ids=[p.stem for p in MIGRATED])
+def test_a_notebook_that_runs_on_the_device_gets_no_placement_finding(notebook):
+    # (its expected rewrite is itself: code that runs correctly on the device gets no CG1xx)
+    findings = check_notebook(notebook.read_bytes(), str(notebook), select_rules())
+    assert [f"{f.code} line {f.line}" for f in findings if f.code.startswith("CG1")] == []
+
+
 def test_folders_include_notebooks(cli, tmp_path):
     shutil.copy(NOTEBOOK, tmp_path / "nb.ipynb")
     (tmp_path / ".ipynb_checkpoints").mkdir()

@@ -137,7 +137,8 @@ class Value:
     attached_to: Optional["Value"] = None  # MODULE: the model it was set on as a layer (model.fc = ...)
     is_container: bool = False  # MODULE: an nn.ModuleDict / ModuleList / Sequential, whose attributes are layers
     tensor_type: bool = False  # DEVICE: torch.cuda.FloatTensor if cuda else torch.FloatTensor
-    scalar: bool = False  # TENSOR: torch.tensor(<one number>), 0-dim: CUDA ops take it from the CPU
+    # TENSOR: 0-dim, CUDA ops take it from the CPU: torch.tensor(<one number>), or a full reduction (x.sum())
+    scalar: bool = False
     cpu_literal: bool = False  # DEVICE: `device = torch.device("cpu")`, which the migration makes the GPU
     built_path: Optional[tuple] = None
     last_change_stmt: Optional[cst.CSTNode] = None
@@ -204,7 +205,8 @@ class Facts:
     host_loads: set = field(default_factory=set)  # ids of torch.load calls whose result is read on the host
     param_loaders: list = field(default_factory=list)  # (function, position or keyword, stand-in loader): given by other files
     outgoing_calls: list = field(default_factory=list)  # (qualified name, CallShape): calls into other project files
-    cpu_type_casts: list = field(default_factory=list)  # (t.type(torch.FloatTensor) call, t's value, dtype method)
+    # (t.type(torch.FloatTensor) call, t's value, dtype method, the cast's value)
+    cpu_type_casts: list = field(default_factory=list)
     places_on_device: bool = False  # some .to(device) / .cuda() / device= that can be the GPU
     # `device = torch.device("cpu")` / `device = "cpu"`: (name, the literal expression, its scope)
     cpu_device_literals: list = field(default_factory=list)
@@ -246,6 +248,53 @@ class Facts:
         if Place.DEVICE in places:
             return Place.DEVICE
         return Place.CPU if places == {Place.CPU} else Place.UNKNOWN
+
+    def is_zero_dim(self, value: Value) -> bool:
+        """A 0-dim tensor: a scalar root or reduction, or arithmetic of such values only."""
+        if value.scalar:
+            return True
+        if value.is_root or value.output_of is not None or not value.sources:
+            return False
+        if not isinstance(value.node, (cst.BinaryOperation, cst.UnaryOperation)):
+            return False  # (a method or function of a 0-dim tensor may give it dimensions: t.expand(3))
+        return all(s.kind is Kind.TENSOR and self.is_zero_dim(s) for s in value.sources)
+
+    def derives_from(self, value: Value, origin: Value) -> bool:
+        """Whether ``value`` is ``origin`` or is computed from it."""
+        seen: set[int] = set()
+        pending = [value]
+        while pending:
+            current = pending.pop()
+            if current is origin:
+                return True
+            if id(current) in seen:
+                continue  # (a list's sources grow as it is appended to: cycles are possible)
+            seen.add(id(current))
+            pending.extend(current.sources)
+        return False
+
+    def meets_device(self, value: Value, in_place_only: bool = False) -> bool:
+        """Whether what is computed from ``value`` meets the device: it is fed to a module on the
+        device, or an op takes it with a device tensor that does not come from it. With
+        ``in_place_only``, only as the target of an in-place op (``t += d``), which a 0-dim CPU
+        tensor cannot take a device tensor into."""
+        for use in self.uses:
+            if use.kind == "call" and not in_place_only:
+                if use.module is not None and use.module.stateful \
+                        and self.module_place(use.module, use.time) is Place.DEVICE \
+                        and any(self.derives_from(v, value) for v in use.values):
+                    return True
+            elif use.kind in ("op", "index"):
+                if in_place_only and not isinstance(use.node, cst.AugAssign):
+                    continue
+                # An index use: a CPU tensor indexed with device indices fails, the reverse is fine.
+                mine = use.values[:1] if use.kind == "index" or in_place_only else use.values
+                if not any(self.derives_from(v, value) for v in mine):
+                    continue
+                others = use.values[1:] if use.kind == "index" or in_place_only else use.values
+                if any(self.place(v) is Place.DEVICE and not self.derives_from(v, value) for v in others):
+                    return True
+        return False
 
     def roots(self, value: Value) -> list[Value]:
         """The fixable roots whose placement decides this value's."""

@@ -31,6 +31,17 @@ CPU_TENSOR_TYPES = {
     "torch.BFloat16Tensor": "bfloat16",
 }
 
+# Their CUDA twins: ``t.type(torch.cuda.FloatTensor)`` is a move to the GPU (as ``.cuda()`` is).
+CUDA_TENSOR_TYPES = frozenset("torch.cuda." + qual[len("torch."):] for qual in CPU_TENSOR_TYPES)
+
+# Reductions whose result is a 0-dim tensor when they are given no dimension (``x.sum()``,
+# ``torch.sum(x)``): a 0-dim CPU tensor joins device tensors in any op, so such a value's copy to
+# the CPU breaks nothing.
+FULL_REDUCTIONS = frozenset(
+    "sum mean max min prod norm all any std var median nansum nanmean amax amin argmax argmin "
+    "count_nonzero".split()
+)
+
 # ``*_like`` factories inherit the device of their first argument.
 LIKE_FACTORIES = frozenset(
     "torch." + name

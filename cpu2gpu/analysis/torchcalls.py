@@ -36,6 +36,10 @@ _DEVICE_OWNERS = frozenset({
 })
 
 
+# Methods of a Python list that a tensor lacks: a value they are called on is a list of tensors.
+_LIST_METHODS = frozenset({"append", "extend", "insert"})
+
+
 class TorchCalls(AnalysisParts):
     def qualified_call(self, node: cst.Call, qual: str, scope: Scope) -> Optional[Value]:
         exported = self.seeds.imported.get(qual)
@@ -148,7 +152,11 @@ class TorchCalls(AnalysisParts):
         if api.is_tensor_function(qual):
             values = self.args(node, scope)
             self.op(node, values, _plain_args(node), scope)
-            return self.derived(node, [v for v in values if _is_tensorish(v)])
+            result = self.derived(node, [v for v in values if _is_tensorish(v)])
+            if result is not None and qual[len("torch."):] in api.FULL_REDUCTIONS and len(node.args) == 1 \
+                    and node.args[0].keyword is None and not node.args[0].star:
+                result.scalar = True  # torch.sum(x): 0-dim
+            return result
         self.args(node, scope)
         return None
 
@@ -311,17 +319,30 @@ class TorchCalls(AnalysisParts):
                 return None
             if method in api.NON_TENSOR_METHODS:
                 return None
+            if method in _LIST_METHODS:
+                # tns = [torch.from_numpy(d) for d in images]; tns.append(t): a tensor has no append,
+                # so this is a Python list of tensors, which holds what it is given (no op on a device)
+                receiver.sources = (*receiver.sources, *[t for v in values for t in _tensors_of(v)])
+                return None
+            cast: Optional[str] = None
             if method == "type" and len(node.args) == 1 and node.args[0].keyword is None:
                 chosen = values[0] if values else None
                 if chosen is not None and chosen.kind is Kind.DEVICE and chosen.tensor_type:
                     return Value(Kind.TENSOR, node, explicit=Place.DEVICE, time=self.time)  # .type(FloatTensor)
-                cast = api.CPU_TENSOR_TYPES.get(self.imports.resolve(node.args[0].value) or "")
-                if cast is not None:
-                    # read as the dtype change it is meant to be (CG115 makes it one)
-                    self.facts.cpu_type_casts.append((node, receiver, cast))
+                type_name = self.imports.resolve(node.args[0].value) or _string_value(node.args[0].value) or ""
+                if type_name in api.CUDA_TENSOR_TYPES:
+                    # .type(torch.cuda.FloatTensor): a copy to the GPU, which leaves the receiver where it was
+                    self.facts.places_on_device = True
+                    return Value(Kind.TENSOR, node, explicit=Place.DEVICE, time=self.time)
+                cast = api.CPU_TENSOR_TYPES.get(type_name)
             if method != "copy_":  # noises.data.copy_(t.randn(...)): copy_ reads from any device
                 self.op(node, [receiver, *values])
             result = self.derived(node, [receiver, *[v for v in values if _is_tensorish(v)]])
+            if result is not None and method in api.FULL_REDUCTIONS and not node.args:
+                result.scalar = True  # x.sum(): 0-dim
+            if cast is not None and result is not None:
+                # read as the dtype change it is meant to be (CG115 makes it one where that matters)
+                self.facts.cpu_type_casts.append((node, receiver, cast, result))
             if result is not None and not isinstance(func.value, (cst.Name, cst.Attribute)):
                 # A chain on a fresh value: torch.from_numpy(a).float() is moved as a whole.
                 root = receiver if receiver.is_root else receiver.chain_root

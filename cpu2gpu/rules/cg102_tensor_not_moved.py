@@ -42,6 +42,15 @@ class TensorNotMoved(Rule):
         "import torch\nx = torch.zeros(3)\nprint(x.sum())\n",
         "import torch\nmodel = torch.nn.Linear(3, 1).to(device)\nx = torch.zeros(3).to(device)\nmodel(x)\n",
         "import torch\nidx = torch.arange(3)\nlengths = torch.tensor([3, 2])\nprint(idx[lengths])\n",
+        # host images converted one by one, stacked on the CPU and moved as one batch
+        "import torch\nmodel = torch.nn.Conv2d(3, 8, 3).to(device)\ntns = [torch.from_numpy(d) for d in images]\n"
+        "print(torch.stack(tns).mean())\nbatch = torch.stack(tns).to(device)\nout = model(batch)\n",
+        # .type(torch.cuda.FloatTensor) is a copy to the GPU, as .cuda() is
+        "import torch\nmodel = torch.nn.Conv2d(3, 8, 3).to(device)\ntns = [torch.from_numpy(d) for d in images]\n"
+        "out = model(torch.stack(tns).type(torch.cuda.FloatTensor))\n",
+        # a comprehension's list is a Python list: appending a device tensor to it is no op on the device
+        "import torch\nmodel = torch.nn.Conv2d(3, 8, 3).to(device)\ntns = [torch.from_numpy(d) for d in images]\n"
+        "out = model(torch.stack(tns).to(device))\ntns.append(out)\nprint(len(tns))\n",
     ]
     INVALID = [
         Invalid(
@@ -76,6 +85,14 @@ class TensorNotMoved(Rule):
             "import torch\nimport torchvision\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
             "model = torch.nn.Linear(784, 10).to(device)\ntest = torchvision.datasets.MNIST('.', train=False)\n"
             "test_x = (test.data.view(-1, 784).float()[:100] / 255.).to(device)\nprint(model(test_x).argmax(1))\n",
+        ),
+        Invalid(  # the same host images, stacked and fed to the model with no move: moved in the comprehension
+            "import torch\nimport numpy as np\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "model = torch.nn.Conv2d(3, 8, 3).to(device)\nimages = [np.zeros((3, 8, 8), dtype=np.float32) for _ in range(2)]\n"
+            "tns = [torch.from_numpy(d) for d in images]\nout = model(torch.stack(tns))\n",
+            "import torch\nimport numpy as np\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "model = torch.nn.Conv2d(3, 8, 3).to(device)\nimages = [np.zeros((3, 8, 8), dtype=np.float32) for _ in range(2)]\n"
+            "tns = [torch.from_numpy(d).to(device) for d in images]\nout = model(torch.stack(tns))\n",
         ),
         Invalid(  # a lambda is read at its call, with its arguments
             "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"

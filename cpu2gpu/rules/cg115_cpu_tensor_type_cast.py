@@ -16,12 +16,15 @@ class CpuTensorTypeCast(Rule):
 
     What it finds: ``.type()`` with one of the legacy tensor types (``torch.FloatTensor``,
     ``torch.LongTensor``, ...) on a tensor that is, or once migrated will be, on the
-    device.
+    device, where what the cast gives then meets the device again: it is fed to a module
+    there, or an op takes it with a device tensor.
 
     Why it breaks on the GPU: those types are CPU types: the cast copies the tensor back
     to the CPU ("Expected all tensors to be on the same device" where it meets the
-    model), or silently computes there. The dtype method changes the type and keeps the
-    device.
+    model). The dtype method changes the type and keeps the device. A cast that only
+    meets Python numbers, ``print`` or ``.item()``, and the cast of a 0-dim value (a full
+    reduction: ``torch.sum(pred == y).type(torch.FloatTensor)``, which joins device tensors
+    as any 0-dim CPU tensor does), run correctly on the GPU: no finding.
 
     Example::
 
@@ -35,6 +38,15 @@ class CpuTensorTypeCast(Rule):
     VALID = [
         "import torch\nx = torch.zeros(3).type(torch.FloatTensor)\nprint(x.sum())\n",
         "import torch\nmodel = torch.nn.Linear(3, 1).to(device)\nx = torch.zeros(4, 3, device=device).float()\nmodel(x)\n",
+        # a full reduction is 0-dim: its CPU copy divides by a number, and would join device tensors too
+        "import torch\nmodel = torch.nn.Linear(3, 2).to(device)\nx = torch.zeros(4, 3, device=device)\n"
+        "y = torch.zeros(4, dtype=torch.long, device=device)\npred = model(x).argmax(dim=1)\n"
+        "acc = torch.sum(pred == y).type(torch.FloatTensor) / y.size(0)\nprint(acc.item(), acc * model(x).sum())\n",
+        "import torch\nmodel = torch.nn.Linear(3, 2).to(device)\nout = model(torch.zeros(4, 3, device=device))\n"
+        "correct = (out.argmax(1) == 0).sum()\nprint(correct.type(torch.LongTensor) + 1)\n",
+        # not 0-dim, but only read on the host afterwards: it runs on the GPU as written
+        "import torch\nmodel = torch.nn.Linear(3, 2).to(device)\nout = model(torch.zeros(4, 3, device=device))\n"
+        "probs = out.softmax(1).type(torch.FloatTensor)\nprint(probs.tolist(), probs.numpy())\n",
     ]
     INVALID = [
         Invalid(
@@ -43,11 +55,30 @@ class CpuTensorTypeCast(Rule):
             "import torch\nmodel = torch.nn.Linear(3, 1).to(device)\n"
             "x = torch.zeros(4, 3, device=device).float()\nmodel(x)\n",
         ),
+        Invalid(  # a cast of a batch of predictions, compared with device labels: not 0-dim
+            "import torch\nmodel = torch.nn.Linear(3, 2).to(device)\nx = torch.zeros(4, 3, device=device)\n"
+            "y = torch.zeros(4, device=device)\npred = model(x).argmax(dim=1).type(torch.FloatTensor)\n"
+            "acc = torch.sum(pred == y) / y.size(0)\n",
+            "import torch\nmodel = torch.nn.Linear(3, 2).to(device)\nx = torch.zeros(4, 3, device=device)\n"
+            "y = torch.zeros(4, device=device)\npred = model(x).argmax(dim=1).float()\n"
+            "acc = torch.sum(pred == y) / y.size(0)\n",
+        ),
+        Invalid(  # 0-dim, but the target of an in-place op that takes a device tensor
+            "import torch\nmodel = torch.nn.Linear(3, 2).to(device)\nout = model(torch.zeros(4, 3, device=device))\n"
+            "total = out.sum().type(torch.FloatTensor)\ntotal += out.mean()\n",
+            "import torch\nmodel = torch.nn.Linear(3, 2).to(device)\nout = model(torch.zeros(4, 3, device=device))\n"
+            "total = out.sum().float()\ntotal += out.mean()\n",
+        ),
     ]
 
     def check(self, ctx: RuleContext) -> Iterator[Hit]:
-        for call, receiver, method in ctx.facts.cpu_type_casts:
-            if ctx.facts.place(receiver) is not Place.DEVICE:
+        facts = ctx.facts
+        for call, receiver, method, result in facts.cpu_type_casts:
+            if facts.place(receiver) is not Place.DEVICE:
+                continue
+            # A 0-dim CPU copy joins device tensors in any op but an in-place one's target; any
+            # other copy breaks only where it meets the device again.
+            if not facts.meets_device(result, in_place_only=facts.is_zero_dim(receiver)):
                 continue
             assert isinstance(call.func, cst.Attribute)
             fix = Fix([Replace(call, lambda node, m=method: method_call(node.func.value, m))])
