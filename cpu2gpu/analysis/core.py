@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Optional, Union
+from typing import TYPE_CHECKING, Optional, Union, cast
 
 import libcst as cst
+
+if TYPE_CHECKING:  # Python 3.10's; only the type checker reads it
+    from typing import TypeGuard
 
 from .classdefs import walk
 from .facts import Kind, Origin, Place, Value
@@ -111,11 +114,11 @@ def _role(kind: type) -> str:
     return role
 
 
-def _is_tensorish(value: Optional[Value]) -> bool:
+def _is_tensorish(value: Optional[Value]) -> TypeGuard[Value]:
     return value is not None and value.kind in _TENSORISH
 
 
-def _is_built_module(value: Optional[Value]) -> bool:
+def _is_built_module(value: Optional[Value]) -> TypeGuard[Value]:
     """A model made here (``Net()``), which the rewrite can move where it is made."""
     return value is not None and value.kind is Kind.MODULE and value.origin is Origin.MODULE and value.stateful \
         and not value.weighted_loss
@@ -183,11 +186,11 @@ def _mentions_guard(node: cst.CSTNode) -> bool:
     for current in walk(node):
         kind = type(current)
         if kind is cst.Name:
-            lowered = current.value.lower()
+            lowered = cast(cst.Name, current).value.lower()
             if any(word in lowered for word in _GUARD_WORDS):
                 return True
         elif kind is cst.SimpleString:
-            if "cuda" in current.value.lower():
+            if "cuda" in cast(cst.SimpleString, current).value.lower():
                 return True
     return False
 

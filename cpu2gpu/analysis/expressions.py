@@ -4,7 +4,7 @@ A part of ``Analyzer`` (see ``analyzer.py``): its methods read and write the one
 
 from __future__ import annotations
 
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, Optional, Sequence, Union, cast
 
 import libcst as cst
 
@@ -82,51 +82,56 @@ class ExpressionEvaluator(AnalysisParts):
         if node is None:
             return None
         kind = type(node)  # exact types: isinstance on libcst's classes goes through ABCMeta, and is slow here
+        # Each branch names the node's exact type for the type checker (a cast: no check at run time).
         if kind is cst.Name:
-            self.facts.names_in_use.add(node.value)
-            value = scope.lookup(node.value)
+            name = cast(cst.Name, node).value
+            self.facts.names_in_use.add(name)
+            value = scope.lookup(name)
             if value is not None and value.origin is Origin.COMPREHENSION:
                 value.use_nodes.append(node)
             return value
         if kind is cst.Attribute:
-            return self.attribute(node, scope)
+            return self.attribute(cast(cst.Attribute, node), scope)
         if kind is cst.Call:
-            return self.call(node, scope)
+            return self.call(cast(cst.Call, node), scope)
         if kind is cst.BinaryOperation:
-            left = self.expr(node.left, scope)
-            right = self.expr(node.right, scope)
-            self.op(node, [left, right], [node.left, node.right], scope)
+            binary = cast(cst.BinaryOperation, node)
+            left = self.expr(binary.left, scope)
+            right = self.expr(binary.right, scope)
+            self.op(node, [left, right], [binary.left, binary.right], scope)
             return self.derived(node, [left, right])
         if kind is cst.Comparison:
-            values = [self.expr(node.left, scope)]
-            values += [self.expr(c.comparator, scope) for c in node.comparisons]
-            self.op(node, values, [node.left, *[c.comparator for c in node.comparisons]], scope)
+            comparison = cast(cst.Comparison, node)
+            values = [self.expr(comparison.left, scope)]
+            values += [self.expr(c.comparator, scope) for c in comparison.comparisons]
+            self.op(node, values, [comparison.left, *[c.comparator for c in comparison.comparisons]], scope)
             return self.derived(node, values)
         if kind is cst.UnaryOperation:
-            return self.derived(node, [self.expr(node.expression, scope)])
+            return self.derived(node, [self.expr(cast(cst.UnaryOperation, node).expression, scope)])
         if kind is cst.Subscript:
-            return self.subscript(node, scope)
+            return self.subscript(cast(cst.Subscript, node), scope)
         if kind is cst.SimpleString:
             text = _string_value(node)
             place = _device_string_place(text) if text is not None else None
             return Value(Kind.DEVICE, node, explicit=place) if place is not None else None
         if kind is cst.IfExp:
-            self.expr(node.test, scope)
-            guarded = _mentions_guard(node.test)
-            host_branch = _host_branch(node.test) if guarded else None
+            choice = cast(cst.IfExp, node)
+            self.expr(choice.test, scope)
+            guarded = _mentions_guard(choice.test)
+            host_branch = _host_branch(choice.test) if guarded else None
             self.guard_depth += guarded
             self.host_depth += host_branch == "body"
             try:
-                body = self.expr(node.body, scope)
+                body = self.expr(choice.body, scope)
             finally:
                 self.guard_depth -= guarded
                 self.host_depth -= host_branch == "body"
             self.host_depth += host_branch == "orelse"
             try:
-                orelse = self.expr(node.orelse, scope)
+                orelse = self.expr(choice.orelse, scope)
             finally:
                 self.host_depth -= host_branch == "orelse"
-            if guarded and self.tensor_type_choice(node):
+            if guarded and self.tensor_type_choice(choice):
                 # FloatTensor = torch.cuda.FloatTensor if use_cuda else torch.FloatTensor: a type that
                 # builds (and .type() moves) tensors on the GPU when there is one
                 self.facts.places_on_device = True
@@ -135,16 +140,16 @@ class ExpressionEvaluator(AnalysisParts):
                 places = {self.facts.place(body), self.facts.place(orelse)}
                 return Value(Kind.DEVICE, node, explicit=Place.DEVICE if Place.DEVICE in places else Place.CPU)
             return body if body is orelse else None
-        if kind is cst.List and not node.elements:
+        if kind is cst.List and not cast(cst.List, node).elements:
             # outputs = [] ... outputs.append(logits): a list that holds what is appended to it.
             return Value(Kind.TENSOR, node, time=self.time, is_list=True)
         if kind in (cst.Tuple, cst.List):
-            values = [self.expr(e.value, scope) for e in node.elements]
+            values = [self.expr(e.value, scope) for e in cast(Union[cst.Tuple, cst.List], node).elements]
             if values and all(_is_built_module(v) for v in values) and self.method_context is None:
-                return self.module_group(node, values)  # nets = [Net(), Net()]
+                return self.module_group(node, cast("list[Value]", values))  # nets = [Net(), Net()]: none is None
             return self.derived(node, [v for v in values if _is_tensorish(v)])
         if kind in (cst.ListComp, cst.GeneratorExp, cst.SetComp):
-            return self.comprehension(node, scope)
+            return self.comprehension(cast(Union[cst.ListComp, cst.GeneratorExp, cst.SetComp], node), scope)
         if kind is cst.Lambda:
             self.generic(node, Scope(scope))
             # crit = lambda out, y: ((out - y) ** 2).mean(): read again at each call, with its arguments
@@ -162,7 +167,7 @@ class ExpressionEvaluator(AnalysisParts):
         self.generic(node, scope)
         return None
 
-    def comprehension(self, node: cst.BaseExpression, scope: Scope) -> Optional[Value]:
+    def comprehension(self, node: Union[cst.ListComp, cst.GeneratorExp, cst.SetComp], scope: Scope) -> Optional[Value]:
         """``[h.detach() for h in hidden]``: the elements of tensors are tensors, so is the result."""
         inner = Scope(scope)
         clause: Optional[cst.CompFor] = node.for_in
@@ -345,7 +350,7 @@ class ExpressionEvaluator(AnalysisParts):
             key = dotted(func.value)
             qual = self.imports.resolve(func.value) if key is not None and not scope.has(key.split(".", 1)[0]) else None
             exported = self.seeds.imported.get(qual) if qual is not None else None
-            if exported is not None and exported.kind == "registry":
+            if qual is not None and exported is not None and exported.kind == "registry":
                 for element in func.slice:  # the key is read like any expression (args[...])
                     if isinstance(element.slice, cst.Index):
                         self.expr(element.slice.value, scope)
@@ -367,7 +372,8 @@ class ExpressionEvaluator(AnalysisParts):
         if callee.kind is Kind.DEVICE and callee.tensor_type:
             return Value(Kind.TENSOR, node, explicit=Place.DEVICE, time=self.time)  # FloatTensor([reward])
         if callee.kind is Kind.FUNCTION and type(callee.definition) is cst.Lambda:
-            return self.lambda_call(callee.definition, callee.def_scope, positional, keywords)
+            # a lambda's value always has the scope it is defined in (``expr``)
+            return self.lambda_call(callee.definition, cast(Scope, callee.def_scope), positional, keywords)
         if callee.kind is Kind.FUNCTION:
             called_on = receiver or owner
             if called_on is not None and called_on.kind is Kind.MODULE and called_on.stateful \

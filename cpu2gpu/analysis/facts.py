@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
+
+if TYPE_CHECKING:
+    from .core import Scope  # core imports this module
+    from .imports import ImportTable
 
 
 class Place(enum.Enum):
@@ -82,14 +86,14 @@ class Value:
     fix_node: Optional[cst.CSTNode] = None
     binding_stmt: Optional[cst.CSTNode] = None
     loop: Optional[cst.For] = None
-    scope: Optional[object] = None
+    scope: Optional["Scope"] = None
     # Chain of tensor methods on a fresh root, e.g. torch.from_numpy(a).float().
     chain_root: Optional["Value"] = None
     # Devices: whether this device value can be the GPU.
     module_of: Optional["Value"] = None  # PARAMS: the module whose parameters these are
     # FUNCTION / CLASS / INSTANCE: the definition, where it was defined, what it holds.
     definition: Optional[cst.CSTNode] = None
-    def_scope: Optional[object] = None
+    def_scope: Optional["Scope"] = None
     methods: dict = field(default_factory=dict)
     attrs: dict = field(default_factory=dict)
     class_value: Optional["Value"] = None
@@ -161,7 +165,7 @@ class Use:
     values: tuple[Value, ...] = ()
     arg_nodes: tuple[cst.CSTNode, ...] = ()
     module: Optional[Value] = None
-    scope: Optional[object] = None  # ops: the scope they happen in, to find the device there
+    scope: Optional["Scope"] = None  # ops: the scope they happen in, to find the device there
 
 
 @dataclass
@@ -171,7 +175,7 @@ class Hardcoded:
     node: cst.CSTNode
     form: str  # "cuda-call" | "cuda-index" | "to-string" | "device-kwarg" | "torch-device" | "device-string"
     binding_name: Optional[str] = None
-    scope: Optional[object] = None
+    scope: Optional["Scope"] = None
     time: Optional[int] = None
     on_fresh_factory: bool = False  # torch.zeros(3).cuda(): the factory can take device= at once
 
@@ -192,14 +196,14 @@ class Facts:
     loaders: list[Value] = field(default_factory=list)
     # Names of module-level device variables that can be the GPU, in binding order.
     device_names: list[str] = field(default_factory=list)
-    global_scope: Optional[object] = None
+    global_scope: Optional["Scope"] = None
     has_local_device: bool = False  # a device variable inside some function (main(), a Trainer...)
     authors_local_device: bool = False  # ... that the script itself binds or moves to (not its callers')
     device_binding_time: dict[str, int] = field(default_factory=dict)
     names_in_use: set[str] = field(default_factory=set)
     last_import_stmt: Optional[cst.CSTNode] = None
     bound: set[int] = field(default_factory=set)  # ids of roots bound for the device
-    imports: Optional[object] = None  # the ImportTable: rules that read code resolve names with it
+    imports: Optional["ImportTable"] = None  # the ImportTable: rules that read code resolve names with it
     module_class_defs: dict[str, cst.ClassDef] = field(default_factory=dict)  # nn.Module subclasses
     method_classes: dict = field(default_factory=dict)  # id(method's FunctionDef) -> its module CLASS value
     host_loads: set = field(default_factory=set)  # ids of torch.load calls whose result is read on the host

@@ -4,7 +4,7 @@ A part of ``Analyzer`` (see ``analyzer.py``): its methods read and write the one
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Union, cast
 
 import libcst as cst
 
@@ -60,41 +60,46 @@ class StatementWalker(AnalysisParts):
     def statement_at(self, stmt: cst.CSTNode, scope: Scope) -> None:
         self.current_scope = scope
         kind = type(stmt)
+        # Dispatched on the exact type (no isinstance on this path): each branch names the node's type.
         if kind is cst.SimpleStatementLine:
-            for small in stmt.body:
+            for small in cast(cst.SimpleStatementLine, stmt).body:
                 self.current_stmt = stmt
                 self.small(small, stmt, scope)
         elif _role(kind) is _SMALL:  # the body of `if x: a = 1` on one line
-            self.small(stmt, stmt, scope)
+            self.small(cast(cst.BaseSmallStatement, stmt), stmt, scope)
         elif kind is cst.If:
-            self.if_statement(stmt, scope)
+            self.if_statement(cast(cst.If, stmt), scope)
         elif kind is cst.For:
-            self.for_statement(stmt, scope)
+            self.for_statement(cast(cst.For, stmt), scope)
         elif kind is cst.While:
-            self.expr(stmt.test, scope)
-            self.guarded_block(stmt.body, scope, _mentions_guard(stmt.test))
-            if stmt.orelse is not None:
-                self.block(self.body_of(stmt.orelse.body), scope)
+            loop = cast(cst.While, stmt)
+            self.expr(loop.test, scope)
+            self.guarded_block(loop.body, scope, _mentions_guard(loop.test))
+            if loop.orelse is not None:
+                self.block(self.body_of(loop.orelse.body), scope)
         elif kind is cst.With:
-            for item in stmt.items:
+            with_stmt = cast(cst.With, stmt)
+            for item in with_stmt.items:
                 value = self.expr(item.item, scope)
                 if item.asname is not None:
                     self.bind(item.asname.name, value if _is_tensorish(value) else None, stmt, None, scope)
-            self.block(self.body_of(stmt.body), scope)
+            self.block(self.body_of(with_stmt.body), scope)
         elif isinstance(stmt, cst.Try) or isinstance(stmt, getattr(cst, "TryStar", cst.Try)):
-            self.block(self.body_of(stmt.body), scope)
-            for handler in stmt.handlers:
+            try_stmt = cast(cst.Try, stmt)  # or a TryStar: the same fields
+            self.block(self.body_of(try_stmt.body), scope)
+            for handler in try_stmt.handlers:
                 self.block(self.body_of(handler.body), scope)
-            if stmt.orelse is not None:
-                self.block(self.body_of(stmt.orelse.body), scope)
-            if stmt.finalbody is not None:
-                self.block(self.body_of(stmt.finalbody.body), scope)
+            if try_stmt.orelse is not None:
+                self.block(self.body_of(try_stmt.orelse.body), scope)
+            if try_stmt.finalbody is not None:
+                self.block(self.body_of(try_stmt.finalbody.body), scope)
         elif kind is cst.FunctionDef:
-            function = Value(Kind.FUNCTION, stmt, name=stmt.name.value, definition=stmt, def_scope=scope)
-            scope.names[stmt.name.value] = function
+            func = cast(cst.FunctionDef, stmt)
+            function = Value(Kind.FUNCTION, func, name=func.name.value, definition=func, def_scope=scope)
+            scope.names[func.name.value] = function
             self.deferred.append((function, None))
         elif kind is cst.ClassDef:
-            self.class_def(stmt, scope)
+            self.class_def(cast(cst.ClassDef, stmt), scope)
         else:
             self.generic(stmt, scope)
 
@@ -148,7 +153,8 @@ class StatementWalker(AnalysisParts):
         if owner is not None:
             owner.attrs = self.merge(attrs_before, attrs_after_body, owner.attrs)
 
-    def merge(self, before: dict, left: dict, right: dict) -> dict:
+    def merge(self, before: dict[str, Optional[Value]], left: dict[str, Optional[Value]],
+              right: dict[str, Optional[Value]]) -> dict[str, Optional[Value]]:
         """Join the names two branches bound: the same value stays, two devices join."""
         merged = dict(before)
         for name in set(left) | set(right):
@@ -173,10 +179,11 @@ class StatementWalker(AnalysisParts):
             elif _is_tensorish(a) and _is_tensorish(b) and a.explicit is None and b.explicit is None:
                 # if ...: mask = torch.ones(n) else: mask = torch.zeros(n): either is read below
                 merged[name] = Value(Kind.TENSOR, a.node, sources=(a, b), time=self.time)
-            elif (a is None) != (b is None) and (a or b).kind in (Kind.LOADER, Kind.MODULE):
+            elif (only := b if a is None else a if b is None else None) is not None \
+                    and only.kind in (Kind.LOADER, Kind.MODULE):
                 # self.model = None; if ...: self.model = Net(): a model wherever it is called, a loader
                 # wherever it is iterated (their moves land where they are made, never on the name)
-                merged[name] = a or b
+                merged[name] = only
             else:
                 merged[name] = None
         return merged
@@ -238,7 +245,8 @@ class StatementWalker(AnalysisParts):
                 return pairs
         return [(target, self.expr(iterable, scope))]
 
-    def bind_loop_variables(self, target: cst.BaseExpression, loop: cst.For, scope: Scope, loader: Value) -> None:
+    def bind_loop_variables(self, target: cst.BaseExpression, loop: cst.For, scope: Scope,
+                            loader: Optional[Value]) -> None:
         names: list[cst.Name] = []
         if isinstance(target, cst.Name):
             names = [target]
@@ -287,7 +295,7 @@ class StatementWalker(AnalysisParts):
             if isinstance(star, cst.Param):
                 scope.names[star.name.value] = None
                 self.facts.names_in_use.add(star.name.value)
-        context = None
+        context: Optional[tuple[cst.FunctionDef, Optional[str]]] = None
         if owner is not None and owner.kind is Kind.MODULE:
             context = (node, None)
             if node.name.value == "forward" and len(positional) > 1 and not args:
@@ -328,77 +336,83 @@ class StatementWalker(AnalysisParts):
     def small(self, node: cst.BaseSmallStatement, stmt: cst.CSTNode, scope: Scope) -> None:
         kind = type(node)
         if kind is cst.Assign:
+            assign = cast(cst.Assign, node)
             if (
-                len(node.targets) == 1
-                and isinstance(node.targets[0].target, (cst.Tuple, cst.List))
-                and isinstance(node.value, (cst.Tuple, cst.List))
-                and len(node.targets[0].target.elements) == len(node.value.elements)
-                and not any(isinstance(e, cst.StarredElement) for e in node.value.elements)
+                len(assign.targets) == 1
+                and isinstance(assign.targets[0].target, (cst.Tuple, cst.List))
+                and isinstance(assign.value, (cst.Tuple, cst.List))
+                and len(assign.targets[0].target.elements) == len(assign.value.elements)
+                and not any(isinstance(e, cst.StarredElement) for e in assign.value.elements)
             ):
                 # a, b = a.to(device), b.to(device): bind pairwise.
-                for target_el, value_el in zip(node.targets[0].target.elements, node.value.elements):
+                for target_el, value_el in zip(assign.targets[0].target.elements, assign.value.elements):
                     value = self.expr(value_el.value, scope)
                     self.bind(target_el.value, value, stmt, value_el.value, scope)
                 return
-            if self.unpack_mapped_tensors(node, stmt, scope):
+            if self.unpack_mapped_tensors(assign, stmt, scope):
                 return
-            value = self.expr(node.value, scope)
-            if value is not None and value.kind is Kind.BATCH and self.unpack_batch(node, value, stmt, scope):
+            value = self.expr(assign.value, scope)
+            if value is not None and value.kind is Kind.BATCH and self.unpack_batch(assign, value, stmt, scope):
                 return
-            if value is not None and value.kind is Kind.TUPLE and len(node.targets) == 1:
-                target = node.targets[0].target
+            if value is not None and value.kind is Kind.TUPLE and len(assign.targets) == 1:
+                target = assign.targets[0].target
                 if isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == len(value.elements):
                     # model, optimizer = build(): what the function returned, element by element
                     for element, returned in zip(target.elements, value.elements):
                         self.bind(element.value, returned, stmt, None, scope)
                     return
-            if value is not None and value.output_of is not None and len(node.targets) == 1 \
-                    and isinstance(node.targets[0].target, (cst.Tuple, cst.List)):
+            if value is not None and value.output_of is not None and len(assign.targets) == 1 \
+                    and isinstance(assign.targets[0].target, (cst.Tuple, cst.List)):
                 # features, logits = net(x): every output of a module is where the module is.
-                for element in node.targets[0].target.elements:
+                for element in assign.targets[0].target.elements:
                     part = Value(Kind.TENSOR, element.value, output_of=value.output_of, sources=value.sources,
                                  time=value.time)
                     self.bind(element.value, part, stmt, None, scope)
                 return
-            if _is_tensorish(value) and len(node.targets) == 1 \
-                    and isinstance(node.targets[0].target, (cst.Tuple, cst.List)):
+            if _is_tensorish(value) and len(assign.targets) == 1 \
+                    and isinstance(assign.targets[0].target, (cst.Tuple, cst.List)):
                 # _, predicted = torch.max(out, 1) / h, c = hidden: each part is where the whole is.
-                for element in node.targets[0].target.elements:
+                for element in assign.targets[0].target.elements:
                     self.bind(element.value, self.derived(element.value, [value]), stmt, None, scope)
                 return
-            for target in node.targets:
-                self.bind(target.target, value, stmt, node.value, scope)
-            self.note_device_string(node, stmt)
+            for assign_target in assign.targets:
+                self.bind(assign_target.target, value, stmt, assign.value, scope)
+            self.note_device_string(assign, stmt)
         elif kind is cst.AnnAssign:
-            value = self.expr(node.value, scope) if node.value is not None else None
-            if node.value is not None:
-                self.bind(node.target, value, stmt, node.value, scope)
+            ann = cast(cst.AnnAssign, node)
+            value = self.expr(ann.value, scope) if ann.value is not None else None
+            if ann.value is not None:
+                self.bind(ann.target, value, stmt, ann.value, scope)
         elif kind is cst.AugAssign:
-            left = self.expr(node.target, scope)
-            right = self.expr(node.value, scope)
-            self.op(node, [left, right])
+            aug = cast(cst.AugAssign, node)
+            left = self.expr(aug.target, scope)
+            right = self.expr(aug.value, scope)
+            self.op(aug, [left, right])
         elif kind is cst.Expr:
-            value = self.expr(node.value, scope)
-            self.discarded_move(node, value, stmt, scope)
+            expr_stmt = cast(cst.Expr, node)
+            value = self.expr(expr_stmt.value, scope)
+            self.discarded_move(expr_stmt, value, stmt, scope)
         elif kind is cst.Return:
-            if isinstance(node.value, cst.Tuple) and not any(isinstance(e, cst.StarredElement) for e in node.value.elements):
-                elements = tuple(self.expr(e.value, scope) for e in node.value.elements)
-                value = Value(Kind.TUPLE, node.value, elements=elements, time=self.time)
+            ret = cast(cst.Return, node)
+            if isinstance(ret.value, cst.Tuple) and not any(isinstance(e, cst.StarredElement) for e in ret.value.elements):
+                elements = tuple(self.expr(e.value, scope) for e in ret.value.elements)
+                value = Value(Kind.TUPLE, ret.value, elements=elements, time=self.time)
             else:
-                value = self.expr(node.value, scope) if node.value is not None else None
+                value = self.expr(ret.value, scope) if ret.value is not None else None
             if self.walking_deferred:
                 # Returned to a caller outside this file: where it goes from here is not known.
                 for returned in (value.elements if value is not None and value.kind is Kind.TUPLE else (value,)):
                     if returned is not None and returned.kind is Kind.MODULE:
                         returned.escaped = True
-            if value is not None and value.is_root and value.fix_node is None and value.node is node.value:
+            if value is not None and value.is_root and value.fix_node is None and value.node is ret.value:
                 # def build(): return Net() -> moved where it is made, so every caller gets it moved.
-                value.fix_node = node.value
+                value.fix_node = ret.value
             if self.returns:
                 self.returns[-1].append(value)
         elif kind is cst.Import or kind is cst.ImportFrom:
-            self.imports.add(node)
-            for alias in node.names if not isinstance(node.names, cst.ImportStar) else ():
+            imp = cast(Union[cst.Import, cst.ImportFrom], node)
+            self.imports.add(imp)
+            for alias in imp.names if not isinstance(imp.names, cst.ImportStar) else ():
                 local = alias.evaluated_alias or alias.evaluated_name
                 self.facts.names_in_use.add(local.split(".", 1)[0])
         else:
@@ -471,11 +485,11 @@ class StatementWalker(AnalysisParts):
         for child in child_nodes(node):
             role = _role(type(child))
             if role is _EXPRESSION:
-                self.expr(child, scope)
+                self.expr(cast(cst.BaseExpression, child), scope)
             elif role is _STATEMENT:
                 self.statement(child, scope)
             elif role is _SMALL:
-                self.small(child, self.current_stmt or child, scope)
+                self.small(cast(cst.BaseSmallStatement, child), self.current_stmt or child, scope)
             else:
                 self.generic(child, scope)
 
@@ -487,6 +501,7 @@ class StatementWalker(AnalysisParts):
         value_node: Optional[cst.BaseExpression],
         scope: Scope,
     ) -> None:
+        key: Optional[str]
         if isinstance(target, cst.Name):
             key = target.value
             self.facts.names_in_use.add(key)

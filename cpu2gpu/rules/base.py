@@ -7,6 +7,7 @@ from typing import ClassVar, Iterator, Optional
 
 import libcst as cst
 
+from ..analysis.core import Scope
 from ..analysis.facts import Facts, Place
 from ..rewrite.fixes import DeviceSetup, Fix
 from ..analysis.syntaxindex import SyntaxIndex, syntax_index
@@ -49,7 +50,7 @@ class RuleContext:
             self._syntax = syntax_index(self.facts.module, self.text)
         return self._syntax
 
-    def device_for(self, scope: object = None, time: Optional[int] = None) -> tuple[str, bool]:
+    def device_for(self, scope: Optional[Scope] = None, time: Optional[int] = None) -> tuple[str, bool]:
         """The device name to use at a site, and whether the setup must be added for it.
 
         ``scope`` and ``time`` say where the site is: a device variable bound further
