@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from .conftest import ROOT
 
@@ -25,6 +26,9 @@ def test_every_package_folder_is_in_the_distribution():
     import tomllib
 
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    found = {"cpu2gpu"} | {"cpu2gpu." + init.parent.name for init in (ROOT / "cpu2gpu").glob("*/__init__.py")}
-    found |= {"cpu2gpu.runtime"} if (ROOT / "runtime" / "__init__.py").exists() else set()
+    def packages(root: Path, name: str) -> set[str]:
+        # every folder with an __init__.py, at any depth (runtime/standins/ as much as analysis/)
+        return {".".join([name, *init.parent.relative_to(root).parts]) for init in root.rglob("__init__.py")}
+
+    found = packages(ROOT / "cpu2gpu", "cpu2gpu") | packages(ROOT / "runtime", "cpu2gpu.runtime")
     assert found == listed

@@ -166,6 +166,21 @@ def test_a_class_that_builds_its_own_model_gets_a_device_of_its_own(tmp_path, cl
     compile(solver, "solver.py", "exec")
 
 
+def test_a_lambda_that_another_file_calls_leaves_the_project_readable(tmp_path, cli, monkeypatch):
+    """`scale = lambda ...` called from another file: the project is still read (the lambda was walked
+    as a function's body, an AssertionError, and every file was checked alone)."""
+    _project(tmp_path, {
+        "helpers.py": "import torch\n\nscale = lambda model, x: model(x) * 2\n",
+        "train.py": "import torch\nfrom helpers import scale\n\nmodel = torch.nn.Linear(3, 1)\n"
+                    "x = torch.randn(4, 3)\nprint(scale(model, x))\n",
+    })
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli("check", "--no-cache", ".")
+    assert "could not be read" not in err, err
+    # read with the project, the lambda's body calls the model with x (alone, `scale` is unknown)
+    assert "train.py:4:9: CG101" in out and "train.py:5:5: CG102" in out, out + err
+
+
 def test_a_checkpoint_read_on_the_host_is_mapped_to_the_cpu(cli, tmp_path, monkeypatch):
     (tmp_path / "read.py").write_text('import torch\nmask = torch.load("mask.pt").numpy()\n')
     monkeypatch.chdir(tmp_path)

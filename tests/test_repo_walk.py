@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
 from cpu2gpu.runs import checking
-from cpu2gpu.sources.cache import CACHE_DIR_NAME
+from cpu2gpu.sources.cache import CACHE_DIR_NAME, fingerprinted_modules
 from cpu2gpu.sources.files import discover
 from cpu2gpu.runs.parallel import ordered_map
 from cpu2gpu.runs.progress import Progress
@@ -78,6 +79,15 @@ def test_cache_entries_do_not_carry_the_path(cli, repo, tmp_path):
     cli("check", str(source))
     _, out, _ = cli("check", "--output-format", "json", str(copy))
     assert {d["path"] for d in json.loads(out)} == {str(copy)}
+
+
+def test_the_cache_key_covers_every_layer_of_the_package():
+    """An upgrade that changes a rule or the analysis must not be answered from entries the old code wrote:
+    the fingerprint reads every module of the package, not only the folder the cache lives in."""
+    package = Path(checking.__file__).resolve().parent.parent
+    modules = {path.relative_to(package).as_posix() for path in fingerprinted_modules()}
+    for module in ("engine.py", "analysis/analyzer.py", "rules/__init__.py", "rewrite/fixes.py", "sources/cache.py"):
+        assert module in modules, module
 
 
 def test_no_cache_writes_nothing(cli, repo, tmp_path):

@@ -9,7 +9,7 @@ wrong.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, cast
 
 import libcst as cst
 
@@ -112,14 +112,16 @@ class Analyzer(StatementWalker, ExpressionEvaluator, TorchCalls, ModuleClasses, 
         while changed:
             changed = False
             for use in facts.uses:
-                if use.kind == "call" and not use.module.stateful:
+                # set on "call" and "fed-device" uses, the only ones that read it below
+                module = cast(Value, use.module)
+                if use.kind == "call" and not module.stateful:
                     if not any(facts.place(v) is Place.DEVICE for v in use.values):
                         continue
                     pulled = use.values
                 elif use.kind == "call":
-                    if facts.module_place(use.module, use.time) is not Place.DEVICE:
+                    if facts.module_place(module, use.time) is not Place.DEVICE:
                         if aware and any(facts.place(v) is Place.DEVICE for v in use.values) \
-                                and _bind_owner(use.module, facts):
+                                and _bind_owner(module, facts):
                             changed = True  # fed the authors' device tensors
                         continue
                     pulled = use.values
@@ -133,8 +135,8 @@ class Analyzer(StatementWalker, ExpressionEvaluator, TorchCalls, ModuleClasses, 
                         continue
                     pulled = use.values[1:]
                 elif use.kind == "fed-device":
-                    if aware and facts.module_place(use.module, use.time) is not Place.DEVICE \
-                            and _bind_owner(use.module, facts):
+                    if aware and facts.module_place(module, use.time) is not Place.DEVICE \
+                            and _bind_owner(module, facts):
                         changed = True
                     continue
                 elif use.kind == "train-tensors":

@@ -14,7 +14,7 @@ torch.
 from __future__ import annotations
 
 import re
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Union, cast
 
 import libcst as cst
 
@@ -155,7 +155,7 @@ class DdpReading:
 
     def statement_of(self, node: cst.CSTNode) -> cst.CSTNode:
         """The statement (a line, or a compound statement's header) that holds ``node``."""
-        current = node
+        current: Optional[cst.CSTNode] = node
         while current is not None and not isinstance(current, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
             current = self.parent(current)
         return current if current is not None else node
@@ -198,14 +198,14 @@ class DdpReading:
         child = node
         for ancestor in self.ancestors(node):
             kind = type(ancestor)
-            if kind is cst.If and is_rank_guard(ancestor.test) and child is not ancestor.test:
-                return True
-            if kind is cst.IfExp and is_rank_guard(ancestor.test) and child is not ancestor.test:
-                return True
-            if kind is cst.IndentedBlock and self._early_exit_before(ancestor, child):
+            if kind is cst.If or kind is cst.IfExp:
+                test = cast(Union[cst.If, cst.IfExp], ancestor).test
+                if is_rank_guard(test) and child is not test:
+                    return True
+            if kind is cst.IndentedBlock and self._early_exit_before(cast(cst.IndentedBlock, ancestor), child):
                 return True
             if kind is cst.FunctionDef:
-                return self._function_guarded(ancestor, depth)
+                return self._function_guarded(cast(cst.FunctionDef, ancestor), depth)
             if kind is cst.Lambda:
                 return True  # called who knows where
             child = ancestor
@@ -226,8 +226,8 @@ class DdpReading:
         if depth >= 3:
             return True
         name = function.name.value
-        method = type(self.parent(function)) is cst.IndentedBlock \
-            and type(self.parent(self.parent(function))) is cst.ClassDef
+        parent = self.parent(function)
+        method = type(parent) is cst.IndentedBlock and type(self.parent(parent)) is cst.ClassDef
         callers: list[cst.CSTNode] = [call for call in self.calls if _calls_name(call, name, method)]
         # mp.spawn(main_worker, ...), Process(target=worker): handed on, run by every process
         callers += [arg for call in self.calls for arg in call.args
@@ -249,6 +249,7 @@ def _ends_branch(body: cst.BaseSuite) -> bool:
     if not statements:
         return False
     last = statements[-1]
+    small: Optional[cst.CSTNode]
     if isinstance(last, cst.SimpleStatementLine):
         small = last.body[-1] if last.body else None
     else:

@@ -88,7 +88,7 @@ class ModuleClasses(AnalysisParts):
                 self.statement(item, class_scope)
         # __init__ first (it makes the attributes), then forward (it calls the helpers with tensors).
         order = {"__init__": 0, "forward": 1}
-        for method in sorted(methods, key=lambda m: order.get(m.name, 2)):
+        for method in sorted(methods, key=lambda m: order.get(m.name or "", 2)):
             self.deferred.append((method, owner))
 
     def note_state(self, owner: Value, value: Optional[Value], value_node) -> None:
@@ -113,8 +113,10 @@ class ModuleClasses(AnalysisParts):
         self.note_state(owner, value, value_node)
         if value is None:
             return
-        in_init = self.method_context is not None and self.method_context[0].name.value == "__init__"
-        if in_init and owner.class_value is not None and stmt in self.method_context[0].body.body \
+        context = self.method_context
+        init = context[0] if context is not None and context[0].name.value == "__init__" else None
+        in_init = init is not None
+        if init is not None and owner.class_value is not None and stmt in init.body.body \
                 and (value.is_parameter or has_parameters(value)):
             owner.class_value.parameterized = True  # self.fc = nn.Linear(...) on every construction
         if value.name is None:

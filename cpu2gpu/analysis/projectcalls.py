@@ -4,7 +4,7 @@ A part of ``Analyzer`` (see ``analyzer.py``): its methods read and write the one
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Union, cast
 
 import libcst as cst
 
@@ -31,17 +31,18 @@ class ProjectCalls(AnalysisParts):
             if pairs:
                 self.facts.uses.append(Use("call", node, self.time, tuple(v for v, _ in pairs),
                                            tuple(n for _, n in pairs), module=modules[0]))
+        cls: Optional[Value]
         if exported.kind == "module_class":
             cls = self.seeded_class(exported.file, exported.name, exported.holds_state, exported.cpu_inputs, node)
             return self.new(Kind.MODULE, node, scope, origin=Origin.MODULE, class_value=cls)
         if exported.kind == "registry":
             return self.new(Kind.MODULE, node, scope, origin=Origin.MODULE, stateful=exported.holds_state)
-        for index, value in enumerate(values):
+        for index, given in enumerate(values):
             # a loader whose batches the function moves to the device (DataLoader pin_memory, CG301)
             arg = node.args[index]
             key = arg.keyword.value if arg.keyword is not None else index
-            if value is not None and value.kind is Kind.LOADER and key in exported.loader_params:
-                value.moved_batches = True
+            if given is not None and given.kind is Kind.LOADER and key in exported.loader_params:
+                given.moved_batches = True
                 for module in modules:
                     # train(model, device, loader): the model meets the batches it moves
                     self.facts.uses.append(Use("fed-device", node, self.time, module=module))
@@ -92,15 +93,18 @@ class ProjectCalls(AnalysisParts):
                     continue
                 self.facts.has_local_device = True
                 owner = Value(Kind.MODULE, cls.node, name="self", explicit=Place.DEVICE, class_value=cls)
-                args, kwargs = self.shaped_args(method.definition, shape, skip_self=True)
+                definition = cast(cst.FunctionDef, method.definition)  # a method: a def of the class body
+                args, kwargs = self.shaped_args(definition, shape, skip_self=True)
                 self.function(method, owner, args, kwargs)
-                self.note_param_loaders(name, method.definition, args, kwargs, skip_self=True)
+                self.note_param_loaders(name, definition, args, kwargs, skip_self=True)
                 continue
             target = self.global_scope.names.get(name)
             if target is None or target.walked:
                 continue
+            if target.kind is Kind.FUNCTION and not isinstance(target.definition, cst.FunctionDef):
+                continue  # `scale = lambda m, x: ...`: read at each call of this file, not walked as a def
             self.facts.has_local_device = True  # the device lives with the callers: take it from their model
-            if target.kind is Kind.FUNCTION:
+            if target.kind is Kind.FUNCTION and isinstance(target.definition, cst.FunctionDef):
                 args, kwargs = self.shaped_args(target.definition, shape, skip_self=False)
                 self.function(target, None, args, kwargs)
                 self.note_param_loaders(name, target.definition, args, kwargs, skip_self=False)
@@ -108,9 +112,10 @@ class ProjectCalls(AnalysisParts):
                 instance = Value(Kind.INSTANCE, target.node, class_value=target, time=self.tick())
                 init = target.methods.get("__init__")
                 if init is not None and not init.walked:
-                    args, kwargs = self.shaped_args(init.definition, shape, skip_self=True)
+                    init_def = cast(cst.FunctionDef, init.definition)  # a method: a def of the class body
+                    args, kwargs = self.shaped_args(init_def, shape, skip_self=True)
                     self.function(init, instance, args, kwargs)
-                    self.note_param_loaders(name, init.definition, args, kwargs, skip_self=True)
+                    self.note_param_loaders(name, init_def, args, kwargs, skip_self=True)
                 for method in target.methods.values():
                     if not method.walked:
                         self.function(method, instance, [], {})
@@ -169,7 +174,10 @@ def call_shape(node: cst.Call, values: list[Optional[Value]], facts: Facts) -> C
         kind = value.kind.value
         return kind if kind in CROSSING_KINDS else None
 
-    positional, keywords, stateful, parameterized = [], [], [], []
+    positional: list[Optional[str]] = []
+    keywords: list[tuple[str, Optional[str]]] = []
+    stateful: list[Union[int, str]] = []
+    parameterized: list[Union[int, str]] = []
     for value, arg in zip(values, node.args):
         if arg.star:
             break

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Optional
+from typing import Optional, Union
 
 # The kinds an argument or a result can have across files (``facts.Kind`` values).
 CROSSING_KINDS = ("module", "tensor", "loader", "optimizer", "device")
@@ -34,7 +34,8 @@ class Exported:
     holds_state: bool = True  # module class / returned module: has parameters or buffers
     cpu_inputs: tuple = ()  # module class: forward's inputs that stay on the CPU (names, positions)
     returns_elements: tuple = ()  # function returning a tuple: "tensor" (made on the CPU) or None, per element
-    returns_class: tuple = ()  # function returning a module: (file, class name) of that module, if known
+    returns_class: Union[tuple[()], tuple[str, str]] = ()  # function returning a module: (file, class name) of
+    # that module, if known
     loader_params: tuple = ()  # function: parameters (positions, keywords) whose loader's batches it moves to the device
 
 

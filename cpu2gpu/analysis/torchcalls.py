@@ -108,7 +108,8 @@ class TorchCalls(AnalysisParts):
             self.facts.loaders.append(loader)
             return loader
         if qual.startswith(api.HOST_LIBRARIES):
-            return self.host_call(node, scope)
+            self.host_call(node, scope)
+            return None
         if qual.startswith("torch.cuda.") and qual[11:] in api.CUDA_ONLY_CALLS and not self.guard_depth:
             self.facts.unguarded_cuda_calls.append((node, self.current_stmt))
         if api.is_optimizer(qual):
@@ -259,7 +260,8 @@ class TorchCalls(AnalysisParts):
                 return self.instance_method_call(node, receiver, method, scope)
             if method == "register_buffer":
                 receiver.class_value.holds_state = True
-                return self.register_buffer(node, receiver, scope)
+                self.register_buffer(node, receiver, scope)
+                return None
             if method in ("register_parameter", "add_module", "register_module"):
                 receiver.class_value.holds_state = True
             if method in api.MOVE_METHODS and self.method_context is not None:
@@ -370,7 +372,7 @@ class TorchCalls(AnalysisParts):
             return self.value_call(node, held, scope)
         cls = receiver.class_value
         function = cls.methods.get(method) if cls is not None else None
-        if function is not None:
+        if cls is not None and function is not None:
             if receiver.kind is Kind.MODULE and cls.self_value is not None and receiver is not cls.self_value:
                 # model.sample(n): walked as the class's own method, with the attributes __init__ makes
                 init = cls.methods.get("__init__")

@@ -23,14 +23,21 @@ from typing import Optional, Sequence
 from .. import __version__
 
 CACHE_DIR_NAME = ".cpu2gpu_cache"
-_PACKAGE = Path(__file__).resolve().parent
+# the package root (this module lives in cpu2gpu/sources/): an edit to any rule or analysis module
+# must invalidate what the cache holds
+_PACKAGE = Path(__file__).resolve().parent.parent
+
+
+def fingerprinted_modules() -> list[Path]:
+    """Every module whose code decides a finding: all of the cpu2gpu package."""
+    return sorted(_PACKAGE.rglob("*.py"))
 
 
 @lru_cache(maxsize=1)
 def tool_fingerprint() -> str:
     """The version plus the size and mtime of every module of the package."""
     digest = hashlib.sha256(__version__.encode())
-    for path in sorted(_PACKAGE.rglob("*.py")):
+    for path in fingerprinted_modules():
         try:
             info = path.stat()
         except OSError:
