@@ -71,7 +71,7 @@ def _seed(seed: int) -> None:
 def _module_names(namespace) -> dict:
     import torch
 
-    names = {}
+    names: dict[int, str] = {}
     for key, value in (namespace or {}).items():
         if isinstance(value, torch.nn.Module) and not key.startswith("__"):
             names.setdefault(id(value), key)
@@ -234,7 +234,7 @@ def main(argv=None) -> int:
 
         device_rng = sim.rng_draws() > 0
         cuda_queries = sim.cuda_queries
-    elif opts.mode == "cuda":
+    elif cuda_drew is not None:  # set exactly when opts.mode is "cuda"
         device_rng = cuda_drew()
     else:
         device_rng = False
@@ -243,9 +243,9 @@ def main(argv=None) -> int:
     for m in modules:
         if m.get("bound"):
             m["bound"] = dict(m["bound"], file=display(m["bound"]["file"]))
-    for e in events:
-        if e.get("where"):
-            e["where"] = {"file": display(e["where"]["file"]), "line": e["where"]["line"]}
+    for ev in events:  # not `e`: the name of the except blocks' exceptions above
+        if ev.get("where"):
+            ev["where"] = {"file": display(ev["where"]["file"]), "line": ev["where"]["line"]}
     result = {
         "mode": opts.mode,
         "status": status,

@@ -14,13 +14,14 @@ import os
 import sys
 import time
 import weakref
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import torch
 from torch.nn.utils.rnn import PackedSequence
 
 if TYPE_CHECKING:
     from .manualsteps import ManualSteps
+    from .stepcap import StepCap
 
 
 _PACKS: dict = {}
@@ -64,7 +65,7 @@ class ModuleRecord:
     __slots__ = ("ref", "cls", "param", "calls", "device_calls", "cpu_calls", "param_devices",
                  "input_devices", "top_calls", "bound")
 
-    def __init__(self, module):
+    def __init__(self, module) -> None:
         self.ref = weakref.ref(module)
         self.cls = type(module).__name__
         self.param = _first_tensor(module)
@@ -115,7 +116,7 @@ class Recorder:
         self._in_backward = False
         self.optimizers_seen: set[int] = set()
         self.trained_devices: set[str] = set()  # devices of the tensors the optimizers step
-        self.cap = None  # the StepCap of --max-steps
+        self.cap: StepCap | None = None  # the StepCap of --max-steps
         self.manual: ManualSteps | None = None  # the ManualSteps: updates by hand (w -= lr * w.grad) are steps too
 
     def is_batch(self, t) -> bool:
@@ -306,7 +307,7 @@ def install(rec: Recorder) -> None:
         finally:
             rec._in_backward = False
 
-    torch.Tensor.backward = backward
+    setattr(torch.Tensor, "backward", backward)  # a monkey-patch: setattr, as mypy rejects assigning to a method
     torch.autograd.backward = autograd_backward
 
     from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
@@ -325,8 +326,8 @@ def install(rec: Recorder) -> None:
     if rec.max_steps is not None:
         from . import stepcap
 
-        rec.cap = stepcap.StepCap(rec, rec.max_steps)
-        stepcap.install(rec.cap)  # after _track_batches: its gate decides before a batch is noted
+        rec.cap = cap = stepcap.StepCap(rec, rec.max_steps)
+        stepcap.install(cap)  # after _track_batches: its gate decides before a batch is noted
 
 
 def _track_batches(rec: Recorder) -> None:
@@ -355,7 +356,7 @@ def _track_batches(rec: Recorder) -> None:
             note(batch)
         return batch
 
-    base.__next__ = __next__
+    setattr(base, "__next__", __next__)
 
 
 def _unscale_losses(rec: Recorder) -> None:
@@ -376,7 +377,7 @@ def _unscale_losses(rec: Recorder) -> None:
                 pass
         return out
 
-    GradScaler.scale = scale
+    setattr(GradScaler, "scale", scale)
 
 
 def hide_cuda() -> None:
@@ -393,7 +394,7 @@ def hide_cuda() -> None:
         mps.is_available = lambda: False
 
 
-def track_cuda_rng():
+def track_cuda_rng() -> Callable[[], bool]:
     """Whether the script drew from the CUDA generator: its Philox offset
     (bytes 8-16 of the state) grows with each draw; a reseed resets it, so
     the offset is also read just before every reseed."""

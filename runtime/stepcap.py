@@ -80,12 +80,12 @@ class Pass:
     def __init__(self, loop: Loop, it, generic: bool = False):
         self.loop = loop
         self.iterator = weakref.ref(it)  # a pass left by `break` is over once its iterator is gone
-        self.mark = None  # step count at its last batch
+        self.mark: int | None = None  # step count at its last batch
         self.after_cap = 0  # batches yielded after the cap
         self.ended = False
         self.explicit = False  # its last batch came from an explicit next()
         self.generic = generic  # a for loop over anything else (cappedloops): no evaluation budget
-        self.undriven_mark = None  # StepCap.undriven at its last item
+        self.undriven_mark: int | None = None  # StepCap.undriven at its last item
 
 
 class StepCap:
@@ -104,8 +104,8 @@ class StepCap:
         self.generic_loops: dict = {}  # the other for loops (cappedloops)
         self.undriven = 0  # steps (counted or skipped) that no DataLoader pass drove
         self._skipping_undriven = False
-        self._latest = None  # the pass that yielded the latest batch
-        self._latest_generic = None  # the for loop over anything else that yielded the latest item
+        self._latest: Pass | None = None  # the pass that yielded the latest batch
+        self._latest_generic: Pass | None = None  # the for loop over anything else that yielded the latest item
         self._hidden: list = []
         self.lines = Lines(rec.is_user_file)
 
@@ -278,7 +278,7 @@ def install(cap: StepCap) -> None:
         cap.new_pass(it, sys._getframe(1))  # persistent workers: the same iterator, a new pass
         return it
 
-    loader_cls.__iter__ = __iter__
+    setattr(loader_cls, "__iter__", __iter__)  # a monkey-patch: setattr, as mypy rejects assigning to a method
 
     base = dataloader._BaseDataLoaderIter
     orig_next = base.__next__
@@ -298,4 +298,4 @@ def install(cap: StepCap) -> None:
         cap.on_batch(p, frame)
         return batch
 
-    base.__next__ = __next__
+    setattr(base, "__next__", __next__)

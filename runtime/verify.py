@@ -81,7 +81,9 @@ def _no_step_cause(spec: RunSpec, res: dict) -> str:
 
 
 def judge(specs: list, results: list, rtol=None) -> dict:
-    reasons, comparisons, errors = [], [], []
+    reasons: list[dict] = []
+    comparisons: list[dict] = []
+    errors: list[dict] = []
     by_label = dict(zip((s.label for s in specs), results))
 
     for spec, res in zip(specs, results):
@@ -133,7 +135,7 @@ def judge(specs: list, results: list, rtol=None) -> dict:
     if ref_spec is None:
         ref_spec = next((s for s in specs if s.mode == "cpu"), None)
     ref = by_label.get(ref_spec.label) if ref_spec else None
-    if ref is not None and ref["status"] in OK:
+    if ref_spec is not None and ref is not None and ref["status"] in OK:  # ref is None without a ref_spec
         for spec, res in zip(specs, results):
             if spec is ref_spec or res["status"] not in OK:
                 continue
