@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Iterator, Optional
+from typing import Callable, ClassVar, Iterator, Optional, Union, cast
 
 import libcst as cst
 
 from ..analysis.core import Scope
 from ..analysis.facts import Facts, Place
-from ..rewrite.fixes import DeviceSetup, Fix
+from ..rewrite.fixes import DeviceSetup, Fix, add_keyword, chain_to, method_call
 from ..analysis.syntaxindex import SyntaxIndex, syntax_index
 
 
@@ -69,9 +69,59 @@ class RuleContext:
         if time is None or not module_level or bound_at <= time:
             return name, False
         if stmt is not None and self.setup.can_hoist(stmt, name):
-            self.setup.hoist = stmt
+            # bound at module level: the statement is one of the module's own (the walk's top statement)
+            self.setup.hoist = cast(Union[cst.SimpleStatementLine, cst.BaseCompoundStatement], stmt)
             return name, True
         return self.setup.name, True
+
+
+# -- what a Replace puts in place of its node ---------------------------------------------
+#
+# A build is given its node as the edits inside it left it: an expression is still an expression,
+# a call still a call (inner edits replace its parts, not it). The casts below say so and check
+# nothing, as the builds checked nothing before. The factories bind their arguments when the fix
+# is made, as the lambdas' default arguments did (a loop's next round cannot change them).
+
+Build = Callable[[cst.CSTNode], cst.CSTNode]
+
+
+def as_expression(node: cst.CSTNode) -> cst.BaseExpression:
+    """The node a build is given, where the fix replaces an expression."""
+    return cast(cst.BaseExpression, node)
+
+
+def as_call(node: cst.CSTNode) -> cst.Call:
+    """The node a build is given, where the fix replaces a call."""
+    return cast(cst.Call, node)
+
+
+def _expression(code: Union[str, cst.BaseExpression]) -> cst.BaseExpression:
+    return cst.parse_expression(code) if isinstance(code, str) else code
+
+
+def moved_to(device: str) -> Build:
+    """``expr.to(device)`` (``chain_to``: the parentheses around ``expr`` stay outside)."""
+    return lambda node: chain_to(as_expression(node), device)
+
+
+def method_called(method: str, *args: Union[str, cst.BaseExpression]) -> Build:
+    """``expr.method(*args)``; an argument given as code is parsed when the fix is applied."""
+    return lambda node: method_call(as_expression(node), method, *(_expression(a) for a in args))
+
+
+def keyword_added(name: str, value: Union[str, cst.BaseExpression]) -> Build:
+    """``call(..., name=value)``; a value given as code is parsed when the fix is applied."""
+    return lambda node: add_keyword(as_call(node), name, _expression(value))
+
+
+def parsed(code: str) -> Build:
+    """The expression ``code``, in place of the node."""
+    return lambda _node: cst.parse_expression(code)
+
+
+def replacement(new: cst.CSTNode) -> Build:
+    """``new`` (built ahead), in place of the node."""
+    return lambda _node: new
 
 
 def follows_input(facts: Facts, value) -> bool:

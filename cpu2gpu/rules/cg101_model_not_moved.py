@@ -7,8 +7,8 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ..analysis.facts import Kind, Place
-from ..rewrite.fixes import Edit, Fix, InsertAfter, Replace, chain_to
-from .base import Hit, Invalid, Rule, RuleContext
+from ..rewrite.fixes import Edit, Fix, InsertAfter, Replace
+from .base import Hit, Invalid, Rule, RuleContext, moved_to
 
 
 class ModelNotMoved(Rule):
@@ -116,11 +116,11 @@ def move_module(ctx: RuleContext, value) -> Optional[Fix]:
     if value.last_change_stmt is not None and value.name is not None:
         edit: Edit = InsertAfter(value.last_change_stmt, f"{value.name}.to({device})")
     elif value.fix_node is not None:
-        edit = Replace(value.fix_node, lambda node, d=device: chain_to(node, d))
+        edit = Replace(value.fix_node, moved_to(device))
     elif stmt is not None and value.name is not None:
         edit = InsertAfter(stmt, f"{value.name}.to({device})")
     else:
-        edit = Replace(value.node, lambda node, d=device: chain_to(node, d))
+        edit = Replace(value.node, moved_to(device))
     return Fix([edit], needs_device_setup=needs_setup, description=f"move `{value.name}` to the device")
 
 

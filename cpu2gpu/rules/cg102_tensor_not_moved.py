@@ -7,8 +7,8 @@ from typing import Iterator
 import libcst as cst
 
 from ..analysis.facts import Kind, Origin
-from ..rewrite.fixes import Fix, Replace, add_keyword, chain_to
-from .base import Hit, Invalid, Rule, RuleContext, draws_with_generator, follows_input
+from ..rewrite.fixes import Fix, Replace
+from .base import Hit, Invalid, Rule, RuleContext, draws_with_generator, follows_input, keyword_added, moved_to
 
 
 class TensorNotMoved(Rule):
@@ -113,10 +113,10 @@ class TensorNotMoved(Rule):
                 continue  # made inside a module or a function given device tensors: CG104 / CG105
             device, needs_setup = ctx.device_for(value.scope, value.time)
             if value.origin is Origin.FACTORY and not draws_with_generator(value.node):
-                edit = Replace(value.node, lambda node, d=device: add_keyword(node, "device", cst.parse_expression(d)))
+                edit = Replace(value.node, keyword_added("device", device))
             else:
                 anchor = value.fix_node or value.node
-                edit = Replace(anchor, lambda node, d=device: chain_to(node, d))
+                edit = Replace(anchor, moved_to(device))
             fix = Fix([edit], needs_device_setup=needs_setup)
             name = value.name or cst.Module([]).code_for_node(value.node)
             if any(use.kind == "train-tensors" and value in use.values for use in facts.uses):
@@ -131,7 +131,7 @@ class TensorNotMoved(Rule):
         """Name what pulls the tensor to the device: the model, or the output of one."""
         facts = ctx.facts
         for use in facts.uses:
-            if use.kind == "call" and any(value in facts.roots(v) for v in use.values):
+            if use.kind == "call" and use.module is not None and any(value in facts.roots(v) for v in use.values):
                 return f"the model `{use.module.name or 'module'}`"
         for use in facts.uses:
             if use.kind == "op" and any(value in facts.roots(v) for v in use.values):

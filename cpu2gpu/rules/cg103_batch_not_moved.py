@@ -7,8 +7,8 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ..analysis.facts import Kind, Origin
-from ..rewrite.fixes import Fix, InsertAfter, InsertAtLoopStart, Replace, chain_to
-from .base import Hit, Invalid, Rule, RuleContext
+from ..rewrite.fixes import Edit, Fix, InsertAfter, InsertAtLoopStart, Replace
+from .base import Hit, Invalid, Rule, RuleContext, moved_to
 
 
 class BatchNotMoved(Rule):
@@ -143,11 +143,11 @@ class BatchNotMoved(Rule):
         device, needs_setup = ctx.device_for(first.scope, first.time)
         if first.origin is Origin.COMPREHENSION:
             # No statement to add in a comprehension: each read of the batch is moved.
-            return Fix([Replace(n, lambda n, d=device: chain_to(n, d)) for n in first.use_nodes],
+            return Fix([Replace(n, moved_to(device)) for n in first.use_nodes],
                        needs_device_setup=needs_setup)
         if first.name is None or "." in first.name:
             # next(iter(loader)) or data[0] used in place: move it there.
-            return Fix([Replace(first.node, lambda n, d=device: chain_to(n, d))], needs_device_setup=needs_setup)
+            return Fix([Replace(first.node, moved_to(device))], needs_device_setup=needs_setup)
         names = [v.name for v in values]
         tensor_type = f"{ctx.facts.torch_alias or 'torch'}.Tensor"
         # a dict batch may hold ids or file names beside its tensors: only the tensors are moved
@@ -158,7 +158,7 @@ class BatchNotMoved(Rule):
         )
         code = f"{', '.join(names)} = {moved}"
         if first.origin is Origin.LOOP:
-            edit = InsertAtLoopStart(first.loop, code)
+            edit: Edit = InsertAtLoopStart(first.loop, code)
         elif isinstance(first.binding_stmt, cst.SimpleStatementLine):
             edit = InsertAfter(first.binding_stmt, code)
         else:

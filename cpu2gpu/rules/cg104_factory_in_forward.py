@@ -9,8 +9,8 @@ import libcst as cst
 from ..analysis import classdefs
 from ..analysis.core import class_has_parameters
 from ..analysis.facts import Kind, Origin
-from ..rewrite.fixes import Fix, Replace, add_keyword, method_call
-from .base import Hit, Invalid, Rule, RuleContext, draws_with_generator, follows_input
+from ..rewrite.fixes import Fix, Replace
+from .base import Hit, Invalid, Rule, RuleContext, draws_with_generator, follows_input, keyword_added, method_called
 
 
 class FactoryInForward(Rule):
@@ -146,10 +146,10 @@ class FactoryInForward(Rule):
                     continue  # made while the module is built (CG105 where __init__ keeps it on self)
                 device, needs_setup, source = found
             if value.origin is Origin.FACTORY and not draws_with_generator(value.node):
-                edit = Replace(value.node, lambda n, d=device: add_keyword(n, "device", cst.parse_expression(d)))
+                edit = Replace(value.node, keyword_added("device", device))
             else:
                 anchor = value.fix_node or value.node
-                edit = Replace(anchor, lambda n, d=device: method_call(n, "to", cst.parse_expression(d)))
+                edit = Replace(anchor, method_called("to", device))
             code = cst.Module([]).code_for_node(value.node)
             if len(code) > 40:
                 code = code[:37] + "..."
@@ -171,7 +171,7 @@ def _module_device(ctx: RuleContext, value) -> Optional[tuple[str, bool, str]]:
     cls = ctx.facts.method_classes.get(id(method))
     classdef = cls.definition if cls is not None else None
     me = classdefs.self_name(method)
-    if not isinstance(classdef, cst.ClassDef) or me is None:
+    if cls is None or not isinstance(classdef, cst.ClassDef) or me is None:
         device, needs_setup = ctx.device_for(value.scope, value.time)
         return device, needs_setup, f"`{device}`"
     if method.name.value in _called_from_init(classdef):

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterator, cast
 
 import libcst as cst
 
 from ..analysis.facts import Place
 from ..rewrite.fixes import Fix, Replace, method_call
-from .base import Hit, Invalid, Rule, RuleContext
+from .base import Hit, Invalid, Rule, RuleContext, method_called
 
 
 class NumpyOnDevice(Rule):
@@ -70,10 +70,10 @@ class NumpyOnDevice(Rule):
         for use in ctx.facts.uses:
             if use.kind != "host" or ctx.facts.place(use.values[0]) is not Place.DEVICE:
                 continue
-            function = cst.Module([]).code_for_node(use.node.func)
+            function = cst.Module([]).code_for_node(cast(cst.Call, use.node).func)  # (a host use is a call)
             message = f"`{function}` of a tensor on the device; copy it to the CPU first"
             if use.values[0].is_list:
                 yield self.hit(use.arg_nodes[0], None, message.replace("a tensor", "a list of tensors"))
                 continue  # (a list has no .cpu(): its elements must each be copied)
-            yield self.hit(use.arg_nodes[0], Fix([Replace(use.arg_nodes[0], lambda n: method_call(n, "cpu"))]),
+            yield self.hit(use.arg_nodes[0], Fix([Replace(use.arg_nodes[0], method_called("cpu"))]),
                            message)

@@ -8,8 +8,8 @@ import libcst as cst
 
 from ..analysis.core import _CONTAINER_DISPLAYS
 from ..analysis.facts import Place
-from ..rewrite.fixes import Fix, Replace, method_call
-from .base import Hit, Invalid, Rule, RuleContext
+from ..rewrite.fixes import Fix, Replace
+from .base import Build, Hit, Invalid, Rule, RuleContext, method_called
 
 
 class DeviceMismatchAfterMove(Rule):
@@ -80,18 +80,19 @@ class DeviceMismatchAfterMove(Rule):
                 target = cst.parse_expression(device)
                 arg = cst.Module([]).code_for_node(arg_node)
                 message = f"`{arg}` is a data set's tensor on the CPU but meets a tensor on the device"
-                fix = Fix([Replace(arg_node, lambda n, t=target: method_call(n, "to", t))], needs_device_setup=needs_setup)
+                fix = Fix([Replace(arg_node, method_called("to", target))], needs_device_setup=needs_setup)
                 yield self.hit(arg_node, fix, message)
 
     def _calls(self, ctx: RuleContext) -> Iterator[Hit]:
         facts = ctx.facts
         for use in facts.uses:
-            if use.kind != "call" or not use.module.stateful:
+            module = use.module  # (set for every call)
+            if use.kind != "call" or module is None or not module.stateful:
                 continue  # a module without parameters or buffers computes wherever its input is
-            moves = [m for m in use.module.moves if m.time <= use.time]
+            moves = [m for m in module.moves if m.time <= use.time]
             if moves:
                 move_place, move_target = moves[-1].place, moves[-1].target
-            elif use.module.stateful and facts.module_place(use.module, use.time) is Place.DEVICE:
+            elif module.stateful and facts.module_place(module, use.time) is Place.DEVICE:
                 # Moved by the migration itself: only inputs pinned to the CPU (a data set's) can clash.
                 move_place, move_target = Place.DEVICE, None
             else:
@@ -105,15 +106,15 @@ class DeviceMismatchAfterMove(Rule):
                 if isinstance(arg_node, _CONTAINER_DISPLAYS):
                     continue  # model([a, b]): a list of tensors has no .to() (or .cpu())
                 if move_place is Place.CPU:
-                    build = lambda node: method_call(node, "cpu")  # noqa: E731
+                    build: Build = method_called("cpu")
                 else:
                     target = move_target if move_target is not None else cst.parse_expression(
-                        ctx.device_for(use.module.scope, use.time)[0]
+                        ctx.device_for(module.scope, use.time)[0]
                     )
-                    build = lambda node, t=target: method_call(node, "to", t)  # noqa: E731
+                    build = method_called("to", target)
                 arg = cst.Module([]).code_for_node(arg_node)
                 message = self.message.format(
-                    arg=arg, arg_place=_word(place), module=use.module.name or "module", module_place=_word(move_place)
+                    arg=arg, arg_place=_word(place), module=module.name or "module", module_place=_word(move_place)
                 )
                 yield self.hit(arg_node, Fix([Replace(arg_node, build)]), message)
 

@@ -10,7 +10,7 @@ import libcst as cst
 from ..analysis import classdefs
 from ..analysis.facts import Facts
 from ..rewrite.fixes import Fix, Replace
-from .base import Hit, Invalid, Rule, RuleContext
+from .base import Build, Hit, Invalid, Rule, RuleContext
 
 
 @dataclass(eq=False)
@@ -97,7 +97,7 @@ class ModuleInPlainContainer(Rule):
                 message = self.message.format(attribute=container.attribute, kind=container.kind, container=wrapper)
                 fix = None
                 if container.fixable and prefix is not None:
-                    fix = Fix([Replace(container.value, lambda n, w=f"{prefix}.{wrapper}": _wrap(n, w))])
+                    fix = Fix([Replace(container.value, _wrapped_in(f"{prefix}.{wrapper}"))])
                 elif container.fixable is False:
                     message += " (its keys are numbers; ModuleDict needs strings)"
                 yield self.hit(container.value, fix, message)
@@ -239,6 +239,10 @@ def _counters(clause: Optional[cst.CompFor]) -> set[str]:
         clause = clause.inner_for_in
     return names
 
+
+
+def _wrapped_in(wrapper: str) -> Build:
+    return lambda node: _wrap(node, wrapper)
 
 
 def _wrap(node: cst.CSTNode, wrapper: str) -> cst.CSTNode:

@@ -10,7 +10,7 @@ import libcst as cst
 from ..analysis import classdefs
 from ..analysis.facts import Facts, Kind
 from ..rewrite.fixes import Fix, InsertAfter, Replace
-from .base import Hit, Invalid, Rule, RuleContext
+from .base import Hit, Invalid, Rule, RuleContext, parsed
 
 _CONSTANTS = (cst.Integer, cst.Float, cst.SimpleString)
 
@@ -118,7 +118,7 @@ class ModuleCreatedInForward(Rule):
                     taken.add(attribute)
                     code = cst.Module([]).code_for_node(node)
                     fix = Fix([
-                        Replace(node, lambda n, a=f"{me}.{attribute}": cst.parse_expression(a)),
+                        Replace(node, parsed(f"{me}.{attribute}")),
                         InsertAfter(init.body.body[-1], f"{me}.{attribute} = {code}"),
                     ])
                 else:

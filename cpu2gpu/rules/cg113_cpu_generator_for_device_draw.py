@@ -92,7 +92,7 @@ def _fix(facts: Facts, call: cst.Call) -> Optional[Fix]:
     device_kw = next((a for a in call.args if a.keyword is not None and a.keyword.value == "device"), None)
     if qual in api.FACTORIES and device_kw is not None:
         target = _code(device_kw.value)
-        return Fix([Replace(call, lambda n, t=target: chain_to(_without(n, "device"), t))])
+        return Fix([Replace(call, lambda n: chain_to(_without(n, "device"), target))])  # (target is bound once)
     positional = [a for a in call.args if a.keyword is None]
     if qual in _DRAW_FROM_INPUT and positional and isinstance(positional[0].value, (cst.Name, cst.Attribute)):
         source = _code(positional[0].value)
@@ -126,7 +126,7 @@ def _fix(facts: Facts, call: cst.Call) -> Optional[Fix]:
     return None
 
 
-def _without(call: cst.CSTNode, keyword: str) -> cst.CSTNode:
+def _without(call: cst.CSTNode, keyword: str) -> cst.Call:
     assert isinstance(call, cst.Call)
     args = list(call.args)
     index = next(i for i, a in enumerate(args) if a.keyword is not None and a.keyword.value == keyword)

@@ -11,7 +11,7 @@ from ..analysis import classdefs
 from ..analysis import torchapi as api
 from ..analysis.facts import Facts
 from ..rewrite.fixes import Fix, Replace
-from .base import Hit, Invalid, Rule, RuleContext
+from .base import Hit, Invalid, Rule, RuleContext, replacement
 
 _MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "sort",
                        "reverse"})
@@ -87,7 +87,7 @@ class StaleAliasOfBuffers(Rule):
                 if alias.mutated:
                     message += " (it is changed after `__init__`, so the fix is yours: look the tensors up by name)"
                 else:
-                    fix = Fix([Replace(node, lambda _n, new=new: new) for node, new in alias.replacements])
+                    fix = Fix([Replace(node, replacement(new)) for node, new in alias.replacements])
                 yield self.hit(alias.value, fix, message)
 
 
@@ -100,7 +100,9 @@ def _registered(facts: Facts, init: cst.FunctionDef, me: Optional[str]) -> set[s
                 and value.func.attr.value in ("register_buffer", "register_parameter") \
                 and classdefs.self_attribute(value.func, me) is not None and value.args \
                 and isinstance(value.args[0].value, cst.SimpleString):
-            names.add(value.args[0].value.evaluated_value)
+            name = value.args[0].value.evaluated_value
+            if isinstance(name, str):  # (a b"..." name is no attribute's: torch takes only a str)
+                names.add(name)
         elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(value, cst.Call):
             attribute = classdefs.self_attribute(small.targets[0].target, me)
             qual = classdefs.qualified(facts, value.func)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterator, cast
 
 import libcst as cst
 
 from ..analysis.facts import Place
 from ..rewrite.fixes import Fix, Replace, method_call
-from .base import Hit, Invalid, Rule, RuleContext
+from .base import Build, Hit, Invalid, Rule, RuleContext
 
 
 class CpuTensorTypeCast(Rule):
@@ -81,6 +81,12 @@ class CpuTensorTypeCast(Rule):
             if not facts.meets_device(result, in_place_only=facts.is_zero_dim(receiver)):
                 continue
             assert isinstance(call.func, cst.Attribute)
-            fix = Fix([Replace(call, lambda node, m=method: method_call(node.func.value, m))])
+            fix = Fix([Replace(call, _cast_by(method))])
             type_name = cst.Module([]).code_for_node(call.args[0].value)
             yield self.hit(call, fix, self.message.format(type=type_name, method=method))
+
+
+def _cast_by(method: str) -> Build:
+    """``x.type(torch.FloatTensor)`` -> ``x.float()``: the cast call (as the edits inside it left it,
+    a call of an attribute still) becomes ``method`` called on its receiver."""
+    return lambda node: method_call(cast(cst.Attribute, cast(cst.Call, node).func).value, method)

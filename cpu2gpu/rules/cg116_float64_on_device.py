@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import typing
 from typing import Iterator, Optional
 
 import libcst as cst
@@ -10,7 +11,7 @@ from ..analysis.classdefs import walk
 from ..analysis.facts import Kind
 from ..rewrite.fixes import Fix, Replace, method_call
 from ..analysis.syntaxindex import SyntaxIndex
-from .base import Hit, Invalid, Rule, RuleContext
+from .base import Hit, Invalid, Rule, RuleContext, as_expression
 
 # NumPy makes float64 unless told otherwise: these calls, without dtype=, give float64 arrays.
 _NUMPY_FLOAT64 = {"randn", "rand", "normal", "uniform", "random", "standard_normal", "random_sample",
@@ -22,6 +23,11 @@ _CONVERSIONS = {"from_numpy", "tensor", "as_tensor", "asarray"}
 
 def _code(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
+
+
+def _doubled(call: cst.Call) -> cst.Attribute:
+    """The ``x.double`` of a call read as ``x.double()`` (``_method`` found its attribute's name)."""
+    return typing.cast(cst.Attribute, call.func)
 
 
 def _kw(call: cst.Call, name: str) -> Optional[cst.Arg]:
@@ -127,19 +133,19 @@ class Float64OnDevice(Rule):
         tree = _Tree(syntax)
         model_args = [arg for use in facts.uses if use.kind == "call" for arg in use.arg_nodes]
         module_names = {v.name for v in facts.values if v.kind is Kind.MODULE and v.name}
-        doubled_model = any(self._method(c) == "double" and _code(c.func.value) in module_names  # type: ignore[union-attr]
+        doubled_model = any(self._method(c) == "double" and _code(_doubled(c).value) in module_names
                             for c in tree.calls)
         for call in tree.calls:
             kind = self._source(call, torch, numpy_names, tree)
             if kind is None:
                 continue
-            if kind == "double" and _code(call.func.value) in module_names:  # type: ignore[union-attr]
+            if kind == "double" and _code(_doubled(call).value) in module_names:
                 continue  # a model made float64: its own choice (the inputs follow it)
             top, on_device, cast = self._chain(call, torch, tree)
             if cast:
                 continue
             if not on_device and kind == "double":
-                on_device = self._receiver_on_device(call.func.value, torch)  # type: ignore[union-attr]
+                on_device = self._receiver_on_device(_doubled(call).value, torch)
             if not on_device and kind == "dtype":
                 device = _kw(call, "device")
                 on_device = device is not None and not _is_cpu(device.value)
@@ -279,7 +285,7 @@ class Float64OnDevice(Rule):
     @staticmethod
     def _fix(call: cst.Call, kind: str, torch: str) -> Fix:
         if kind == "double":
-            return Fix([Replace(call.func.attr, lambda n: n.with_changes(value="float"))])  # type: ignore[union-attr]
+            return Fix([Replace(_doubled(call).attr, lambda n: n.with_changes(value="float"))])
         if kind == "dtype":
             arg = _kw(call, "dtype")
             assert arg is not None
@@ -290,6 +296,6 @@ class Float64OnDevice(Rule):
             if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) \
                     and node.func.attr.value in ("to", "cuda") and _code(node.func.value) == _code(call):
                 return node.with_changes(func=node.func.with_changes(value=method_call(node.func.value, "float")))
-            return method_call(node, "float")  # type: ignore[arg-type]
+            return method_call(as_expression(node), "float")
 
         return Fix([Replace(call, build)])

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterator, cast
 
 import libcst as cst
 
-from ..rewrite.fixes import Fix, Replace, add_keyword, method_call
-from .base import Hit, Invalid, Rule, RuleContext
+from ..rewrite.fixes import Fix, Replace
+from .base import Build, Hit, Invalid, Rule, RuleContext, keyword_added, method_called, parsed
 
 
 class HardcodedCuda(Rule):
@@ -65,12 +65,12 @@ class HardcodedCuda(Rule):
                 yield self.hit(node, None, self.message.format(code=code))
                 continue
             if found.form == "cuda-call" and found.on_fresh_factory:
-                build = lambda n, d=device: add_keyword(n.func.value, "device", cst.parse_expression(d))  # noqa: E731
+                build: Build = _of_receiver(keyword_added("device", device))
             elif found.form == "cuda-call":
                 assert isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
-                build = lambda n, d=device: method_call(n.func.value, "to", cst.parse_expression(d))  # noqa: E731
+                build = _of_receiver(method_called("to", device))
             elif found.form in ("to-string", "device-kwarg"):
-                build = lambda n, d=device: n.with_changes(value=cst.parse_expression(d))  # noqa: E731
+                build = _value_set(device)
             elif found.form == "torch-device" and found.binding_name is not None:
                 # device = torch.device("cuda"): this is the script's device; give it the fallback.
                 needs_setup = False
@@ -79,9 +79,20 @@ class HardcodedCuda(Rule):
                 )
             elif found.form == "device-string":
                 needs_setup = False
-                build = lambda n: cst.parse_expression(fallback)  # noqa: E731
+                build = parsed(fallback)
             else:
-                build = lambda n, d=device: cst.parse_expression(d)  # noqa: E731
+                build = parsed(device)
             code = cst.Module([]).code_for_node(node)
             yield self.hit(node, Fix([Replace(node, build)], needs_device_setup=needs_setup),
                            self.message.format(code=code))
+
+
+def _of_receiver(build: Build) -> Build:
+    """``build`` applied to the ``x`` of the ``x.cuda()`` the fix replaces (a call on an attribute:
+    the form the analysis reports as "cuda-call")."""
+    return lambda node: build(cast(cst.Attribute, cast(cst.Call, node).func).value)
+
+
+def _value_set(code: str) -> Build:
+    """The argument (``.to("cuda")``'s, a factory's ``device="cuda"``) with ``code`` as its value."""
+    return lambda node: node.with_changes(value=cst.parse_expression(code))

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from typing import Iterator
 
-import libcst as cst
-
 from ..analysis.ddpcode import reading
-from ..rewrite.fixes import Fix, Replace, add_keyword
-from .base import Hit, Invalid, Rule, RuleContext
+from ..rewrite.fixes import Fix, Replace
+from .base import Hit, Invalid, Rule, RuleContext, keyword_added
 
 
 class LoadWithoutMapLocation(Rule):
@@ -53,9 +51,8 @@ class LoadWithoutMapLocation(Rule):
         for call, scope, time in ctx.facts.loads_without_map_location:
             if id(call) in ctx.facts.host_loads:
                 # torch.load(f).numpy(): read on the host, where a device map would break it
-                build = lambda n: add_keyword(n, "map_location", cst.parse_expression('"cpu"'))  # noqa: E731
-                yield self.hit(call, Fix([Replace(call, build)]))
+                yield self.hit(call, Fix([Replace(call, keyword_added("map_location", '"cpu"'))]))
                 continue
             device, needs_setup = ctx.device_for(scope, time)
-            build = lambda n, d=device: add_keyword(n, "map_location", cst.parse_expression(d))  # noqa: E731
-            yield self.hit(call, Fix([Replace(call, build)], needs_device_setup=needs_setup))
+            fix = Fix([Replace(call, keyword_added("map_location", device))], needs_device_setup=needs_setup)
+            yield self.hit(call, fix)

@@ -63,9 +63,9 @@ class OptimizerBeforeMove(Rule):
         moved: set[int] = set()  # one fix per model, the loaded state named first
         uses = sorted((u for u in facts.uses if u.kind in ("train", "load-state")), key=lambda u: u.kind != "load-state")
         for use in uses:
-            if id(use.module) in moved:
+            module = use.module  # the model trained, or whose optimizer's state is loaded (always set)
+            if module is None or id(module) in moved:
                 continue
-            module = use.module
             later = [m for m in module.moves if m.place is Place.DEVICE and m.time > use.time]
             if not later or module.explicit is Place.DEVICE:
                 continue

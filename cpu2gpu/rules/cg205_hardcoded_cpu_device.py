@@ -7,7 +7,7 @@ from typing import Iterator
 import libcst as cst
 
 from ..rewrite.fixes import Fix, Replace
-from .base import Hit, Invalid, Rule, RuleContext
+from .base import Hit, Invalid, Rule, RuleContext, parsed
 
 
 class HardcodedCpuDevice(Rule):
@@ -64,5 +64,5 @@ class HardcodedCpuDevice(Rule):
                 new = ctx.setup.expression or f"{torch_name}.device({choice})"
             else:
                 new = choice  # a string stays a string: the script may compare it with "cpu"
-            fix = Fix([Replace(literal, lambda node, code=new: cst.parse_expression(code))])
+            fix = Fix([Replace(literal, parsed(new))])
             yield self.hit(literal, fix, self.message.format(name=name))

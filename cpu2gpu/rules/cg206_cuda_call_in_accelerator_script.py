@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Iterator, Optional
+from typing import Iterator, Optional, cast
 
 import libcst as cst
 
 from ..rewrite.fixes import Fix, Replace, uses_accelerator_style
-from .base import Hit, Invalid, Rule, RuleContext
+from .base import Build, Hit, Invalid, Rule, RuleContext, replacement
 
 # torch.cuda.X -> torch.accelerator.Y, where both raise (or both answer 0) without a GPU: the same
 # program on every machine.
@@ -182,8 +182,9 @@ class CudaCallInAcceleratorScript(Rule):
                     # torch.accelerator's raises without a GPU: a statement of its own gets the check
                     # (from CG204 where it reports the call), any other use needs --unsafe-fixes
                     safe = safe and stmt is not None
-                    if fix is not None and stmt is not None and id(call) not in cg204:
-                        fix.edits.append(Replace(stmt, lambda node, t=torch_name: _guarded(node, t)))
+                    if fix is not None and torch_name is not None and stmt is not None and id(call) not in cg204:
+                        # (a fix is made only where torch is imported as a module: torch_name is set)
+                        fix.edits.append(Replace(stmt, _guarded(torch_name)))
             elif attr in _SEEDS:
                 generic, safe = "torch.manual_seed", False
                 fix = self._replace_func(call, generic, torch_name)
@@ -209,7 +210,7 @@ class CudaCallInAcceleratorScript(Rule):
         if torch_name is None:  # torch is not imported as a module: the generic form cannot be spelled
             return None
         func = cst.parse_expression(torch_name + generic[len("torch"):])
-        return Fix([Replace(call.func, lambda node, func=func: func)])
+        return Fix([Replace(call.func, replacement(func))])
 
     @staticmethod
     def _amp(ctx: RuleContext, call: cst.Call, generic: str, torch_name: Optional[str],
@@ -245,10 +246,14 @@ class CudaCallInAcceleratorScript(Rule):
         return fix
 
 
-def _guarded(node: cst.CSTNode, torch_name: str) -> cst.CSTNode:
-    test = cst.parse_expression(f"{torch_name}.accelerator.is_available()")
-    inner = node.with_changes(leading_lines=[])
-    return cst.If(test=test, body=cst.IndentedBlock(body=[inner]), leading_lines=node.leading_lines)
+def _guarded(torch_name: str) -> Build:
+    """The call's statement line inside ``if torch.accelerator.is_available():``."""
+    def build(node: cst.CSTNode) -> cst.CSTNode:
+        line = cast(cst.SimpleStatementLine, node)  # the line, as the edits inside it left it: a line still
+        test = cst.parse_expression(f"{torch_name}.accelerator.is_available()")
+        inner = line.with_changes(leading_lines=[])
+        return cst.If(test=test, body=cst.IndentedBlock(body=[inner]), leading_lines=line.leading_lines)
+    return build
 
 
 def _is_torch_device(ctx: RuleContext, name: str) -> bool:

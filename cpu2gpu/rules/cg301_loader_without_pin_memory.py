@@ -7,8 +7,8 @@ from typing import Iterator
 import libcst as cst
 
 from ..analysis.facts import Kind, Origin
-from ..rewrite.fixes import Fix, Replace, add_keyword
-from .base import Hit, Invalid, Rule, RuleContext
+from ..rewrite.fixes import Fix, Replace
+from .base import Hit, Invalid, Rule, RuleContext, keyword_added
 
 
 class LoaderWithoutPinMemory(Rule):
@@ -61,5 +61,5 @@ class LoaderWithoutPinMemory(Rule):
             ):
                 continue
             value = cst.parse_expression(f"{torch_name}.cuda.is_available()")
-            fix = Fix([Replace(call, lambda n, v=value: add_keyword(n, "pin_memory", v))])
+            fix = Fix([Replace(call, keyword_added("pin_memory", value))])
             yield self.hit(call.func, fix)

@@ -148,7 +148,7 @@ def _mentions(node: cst.CSTNode, name: Optional[str], call: cst.Call) -> bool:
     for current in walk(node):
         if current is call:
             return True
-        if name is not None and type(current) in (cst.Name, cst.Attribute) and dotted(current) == name:
+        if name is not None and isinstance(current, (cst.Name, cst.Attribute)) and dotted(current) == name:
             return True
     return False
 

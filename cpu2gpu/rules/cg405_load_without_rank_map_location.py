@@ -7,8 +7,8 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ..analysis.ddpcode import DdpReading, mentions_rank, reading, walk
-from ..rewrite.fixes import Fix, Replace, add_keyword
-from .base import Hit, Invalid, Rule, RuleContext
+from ..rewrite.fixes import Fix, Replace
+from .base import Hit, Invalid, Rule, RuleContext, keyword_added
 
 _HEAD = ("import os\nimport torch\nimport torch.distributed as dist\n"
          "from torch.nn.parallel import DistributedDataParallel as DDP\n")
@@ -68,14 +68,13 @@ class LoadWithoutRankMapLocation(Rule):
             return
         for call, _, _ in ctx.facts.loads_without_map_location:
             if id(call) in ctx.facts.host_loads:
-                build = lambda n: add_keyword(n, "map_location", cst.parse_expression('"cpu"'))  # noqa: E731
-                yield self.hit(call, Fix([Replace(call, build)]))
+                yield self.hit(call, Fix([Replace(call, keyword_added("map_location", '"cpu"'))]))
                 continue
             device = rank_device(ddp, call)
             fix = None
             if device is not None:
-                build = lambda n, d=device: add_keyword(n, "map_location", cst.Name(d))  # noqa: E731
-                fix = Fix([Replace(call, build)], description=f"add `map_location={device}`")
+                fix = Fix([Replace(call, keyword_added("map_location", cst.Name(device)))],
+                          description=f"add `map_location={device}`")
             yield self.hit(call, fix)
 
 
@@ -115,5 +114,5 @@ def _is_rank_device(ddp: DdpReading, value: cst.BaseExpression) -> bool:
         return _is_rank_device(ddp, value.body) or _is_rank_device(ddp, value.orelse)
     if type(value) is cst.Call and ddp.resolve(value.func) == "torch.device":
         return True
-    texts = [node.value for node in walk(value) if type(node) in (cst.SimpleString, cst.FormattedStringText)]
+    texts = [node.value for node in walk(value) if isinstance(node, (cst.SimpleString, cst.FormattedStringText))]
     return any("cuda" in text for text in texts) and type(value) in (cst.FormattedString, cst.BinaryOperation, cst.Call)
