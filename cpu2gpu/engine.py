@@ -96,7 +96,7 @@ def select_rules(select: Sequence[str] = (), ignore: Sequence[str] = (), extend_
 
 
 # The sources of the last few parsed modules (libcst nodes take no weak references): ``locate``
-# reads a file's lines for ``# noqa`` without generating its code again, which costs half a parse,
+# reads a file's lines for its noqa comments without generating its code again, which costs half a parse,
 # and finds positions with Python's tree of the file (made by ``parse``) without parsing it again.
 _RECENT_SOURCES: "OrderedDict[int, tuple[cst.Module, Source, Optional[ast.Module]]]" = OrderedDict()
 _RECENT_LIMIT = 4
@@ -152,7 +152,7 @@ def parse(source: Source) -> cst.Module:
     (1,300 nested parentheses); a file nested deeper than ``syntax.MAX_NESTING`` is not analysed.
     Where Python refuses code in a syntax newer than its own (``match`` on 3.9), libcst judges.
     """
-    if (b"\x00" if isinstance(source, bytes) else "\x00") in source:
+    if (b"\x00" in source) if isinstance(source, bytes) else ("\x00" in source):
         raise SourceError("binary file (it contains NUL bytes), not Python source")
     text = _decoded(source)
     tree, refusal = python_verdict(text)
@@ -298,7 +298,7 @@ def _suppressed(line_text: str, code: str) -> bool:
     return codes is None or code in {c.upper() for c in re.split(r"[\s,]+", codes)}
 
 
-# Placement findings whose value, once a ``# noqa`` keeps it where it is, must not pull others along.
+# Placement findings whose value, once a noqa comment keeps it where it is, must not pull others along.
 _PINNED_BY_NOQA = frozenset({"CG101", "CG102", "CG104", "CG106"})
 
 

@@ -168,7 +168,7 @@ def analyse(path: str, texts: Sequence[str], settings: Settings, notebook: bool 
             seeds = report.seeds = NO_SEEDS  # as ``check`` reads a notebook: on its own
         elif known is not None:
             module, facts = known
-            remember_source(module, texts[0])  # for # noqa, without generating the code again
+            remember_source(module, texts[0])  # for its noqa comments, without generating the code again
         else:
             module, facts = parse(texts[0]), None
         report.analysis, located = _deep(_locate, module, path, rules, settings.device_expression, seeds, facts)

@@ -23,7 +23,7 @@ import libcst as cst
 from ..analysis import analyze
 from ..analysis.facts import Facts
 from ..rewrite.fixes import (Edit, InsertAfter, InsertAtLoopStart, Replace, add_keyword, apply_edits, chain_to, method_call,
-                     plan_device_setup)
+                     plan_device_setup, replaced_by)
 from ..sources.syntax import python_syntax_error
 from ..analysis.torchapi import FACTORIES, TENSOR_ARGUMENT_FACTORIES
 from .binding import Binding, Evidence, FileReading, find_binding, parameters_of
@@ -112,7 +112,7 @@ def _host_copy(reading: FileReading, evidence: Evidence) -> Optional[Repair]:
                 and receiver.func.attr.value == "cpu":
             continue
         moved = func.with_changes(value=method_call(receiver, "cpu"))
-        edits.append(Replace(func, lambda _node, new=moved: new))
+        edits.append(replaced_by(func, moved))
         shown = _code(node.with_changes(func=moved))
     if not edits:
         return None
@@ -153,7 +153,7 @@ def _edits(binding: Binding, evidence: Evidence, device: str, torch_name: str) -
     else:
         new_value = chain_to(value, device)
     target = _code(binding.stmt.targets[0].target) if isinstance(binding.stmt, cst.Assign) else evidence.name
-    return [Replace(value, lambda _node, new=new_value: new)], f"{target} = {_code(new_value)}"
+    return [replaced_by(value, new_value)], f"{target} = {_code(new_value)}"
 
 
 def _is_factory(value: cst.BaseExpression, torch_name: str) -> bool:

@@ -12,6 +12,9 @@ from typing import Callable, Optional, Sequence, Union, cast
 
 import libcst as cst
 
+# a statement of a module's or a block's body: both kinds carry leading_lines (BaseStatement does not say so)
+Statement = Union[cst.SimpleStatementLine, cst.BaseCompoundStatement]
+
 # Comment lines that mark a place in the code rather than annotate the statement below them (a
 # notebook's cell starts and its IPython lines): an edit that moves a statement leaves them where
 # they are, and a section mark (a cell start) ends the import block that the device setup follows.
@@ -25,6 +28,11 @@ class Replace:
 
     node: cst.CSTNode
     build: Callable[[cst.CSTNode], cst.CSTNode]
+
+
+def replaced_by(node: cst.CSTNode, new: cst.CSTNode) -> Replace:
+    """``node`` becomes ``new``, a node built ahead (edits inside ``node`` are not applied)."""
+    return Replace(node, lambda _updated: new)
 
 
 @dataclass(eq=False)
@@ -173,11 +181,11 @@ class _ApplyEdits(cst.CSTTransformer):
         body: list = []
         kept = iter(updated_node.body)
         staying: list[cst.EmptyLine] = []  # lines of removed statements that keep their place
-        for original in original_node.body:
+        for original in cast(Sequence[Statement], original_node.body):
             if id(original) in self.remove:
                 staying.extend(original.leading_lines[:marked_lines(original.leading_lines)])
                 continue
-            stmt = next(kept)
+            stmt = cast(Statement, next(kept))
             if staying:
                 stmt = stmt.with_changes(leading_lines=[*staying, *stmt.leading_lines])
                 staying = []
@@ -249,7 +257,7 @@ class DeviceSetup:
     # The leading imports (None: the top): where the setup goes, with an import of torch, when torch is
     # imported only after the first statement that needs the device.
     fallback: Optional[cst.CSTNode] = None
-    hoist: Optional[cst.CSTNode] = None  # the script's own device statement, moved up to the anchor
+    hoist: Optional[Statement] = None  # the script's own device statement, moved up to the anchor
     expression: Optional[str] = None  # what a device fixed to the CPU becomes (CG205); None: the default
     configured: Optional[str] = None  # [tool.cpu2gpu] device-expression, instead of the default
     flag: Optional[GpuFlag] = None  # the added device follows it, if it comes before every use
@@ -285,7 +293,7 @@ class DeviceSetup:
             default = f'{self.torch_name}.device("cuda" if {self.torch_name}.cuda.is_available() else "cpu")'
             lines.append(f"{self.name} = {self.configured or default}")
         if anchor is None:
-            return [*edits, Replace(module, lambda m, lines=lines: _prepend(m, lines))]
+            return [*edits, Replace(module, lambda m: _prepend(cast(cst.Module, m), lines))]
         for index, line in enumerate(lines):
             is_device_line = index == len(lines) - 1
             edits.append(InsertAfter(anchor, line, blank_line_before=is_device_line and isinstance(line, str)))
@@ -295,7 +303,7 @@ class DeviceSetup:
         return "import torch" if self.torch_name == "torch" else f"import torch as {self.torch_name}"
 
 
-def _comments_of(stmt: cst.CSTNode) -> list[cst.EmptyLine]:
+def _comments_of(stmt: Statement) -> list[cst.EmptyLine]:
     """The comments above a statement that go with it when it moves (those below its place marks)."""
     lines = stmt.leading_lines
     return [line for line in lines[marked_lines(lines):] if line.comment is not None]
@@ -329,7 +337,8 @@ def _free_names(node: cst.CSTNode) -> set[str]:
     return names
 
 
-def _index(body: Sequence[cst.CSTNode], stmt: cst.CSTNode) -> int:
+def _index(body: Sequence[cst.CSTNode], stmt: Optional[cst.CSTNode]) -> int:
+    # None (no anchor: the top of the file) is found nowhere: past the end
     return next((index for index, s in enumerate(body) if s is stmt), len(body))
 
 
@@ -380,12 +389,12 @@ def _is_import_line(stmt: cst.CSTNode) -> bool:
     )
 
 
-def _starts_section(stmt: cst.CSTNode) -> bool:
+def _starts_section(stmt: Statement) -> bool:
     return any(line.comment is not None and line.comment.value.startswith(SECTION_MARK)
                for line in stmt.leading_lines)
 
 
-def _end_of_imports(body: Sequence[cst.CSTNode], index: int) -> int:
+def _end_of_imports(body: Sequence[Statement], index: int) -> int:
     """The last of the import lines that follow ``body[index]`` without a section mark between them."""
     while index + 1 < len(body) and _is_import_line(body[index + 1]) and not _starts_section(body[index + 1]):
         index += 1

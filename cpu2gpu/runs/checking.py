@@ -86,7 +86,7 @@ def analyse(job: tuple[str, bytes, Seeds, Optional[tuple]]) -> dict:
             findings = check_notebook(data, path, _rules, _device_expression)
         else:
             if module is not None:
-                remember_source(module, data)  # for # noqa, without generating the code again
+                remember_source(module, data)  # for its noqa comments, without generating the code again
             findings = check_module(module if module is not None else parse(data), path, _rules, seeds, facts,
                                     _device_expression)
     except SourceError as error:
@@ -198,7 +198,7 @@ def _check_targets(targets: Sequence[Target], rules: Sequence[Rule], jobs: int, 
         # a file's findings depend on the project around it: a change in model.py re-checks main.py
         key = cache.key(data + digests.get(target.path, b""), "ipynb" if is_notebook(target.path) else "py") \
             if cache is not None else None
-        answer = cache.get(key) if key is not None else None
+        answer = cache.get(key) if cache is not None and key is not None else None
         if answer is not None and _well_formed(answer):
             slots.append(_result(target.path, answer))
             continue

@@ -69,7 +69,8 @@ def _apply(func: Callable[[Item], Result], chunk: list) -> list:
     return [func(item) for item in chunk]
 
 
-def _unordered(func, items: Sequence, jobs: int, initializer, initargs: tuple, crashed) -> Iterator[tuple[int, object]]:
+def _unordered(func: Callable[[Item], Result], items: Sequence[Item], jobs: int, initializer: Optional[Callable[..., None]],
+               initargs: tuple, crashed: Optional[Callable[[Item], Result]]) -> Iterator[tuple[int, Result]]:
     """(index, result) pairs as the workers answer them.
 
     First every item in chunks; after a worker died, the items not answered go in groups of ``jobs``
@@ -105,6 +106,7 @@ def _unordered(func, items: Sequence, jobs: int, initializer, initargs: tuple, c
                 if not broken:
                     continue
                 unanswered = [i for i in group if i not in answered]
+                assert crashed is not None  # without it, the broken pool has raised above
                 if len(unanswered) == 1:  # it broke the pool on its own
                     yield unanswered[0], crashed(items[unanswered[0]])
                 elif careful:  # one at a time

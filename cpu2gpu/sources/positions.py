@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import Iterable, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence, cast
 
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
@@ -159,17 +159,19 @@ def _nested_blocks(stmt: cst.BaseStatement, python: ast.stmt) -> Optional[list[t
     part cannot be paired (a one-line body, an ``elif`` chain, ``match``): then it is generated whole."""
     if not isinstance(stmt, (cst.For, cst.While, cst.If, cst.Try, cst.With, cst.FunctionDef, cst.ClassDef)):
         return None
-    pairs: list[tuple[cst.CSTNode, list]] = [(stmt.body, python.body)]
+    # Python's statement is of the same kind as libcst's: both read the same source
+    python_stmt = cast(Any, python)
+    pairs: list[tuple[cst.CSTNode, list]] = [(stmt.body, python_stmt.body)]
     if isinstance(stmt, (cst.For, cst.While, cst.If, cst.Try)) and stmt.orelse is not None:
         if not isinstance(stmt.orelse, cst.Else):
             return None  # elif
-        pairs.append((stmt.orelse.body, python.orelse))
+        pairs.append((stmt.orelse.body, python_stmt.orelse))
     if isinstance(stmt, cst.Try):
-        if len(stmt.handlers) != len(python.handlers):
+        if len(stmt.handlers) != len(python_stmt.handlers):
             return None
-        pairs += [(h.body, p.body) for h, p in zip(stmt.handlers, python.handlers)]
+        pairs += [(h.body, p.body) for h, p in zip(stmt.handlers, python_stmt.handlers)]
         if stmt.finalbody is not None:
-            pairs.append((stmt.finalbody.body, python.finalbody))
+            pairs.append((stmt.finalbody.body, python_stmt.finalbody))
     if any(not isinstance(block, cst.IndentedBlock) or not isinstance(body, list) for block, body in pairs):
         return None
     return pairs  # type: ignore[return-value]
