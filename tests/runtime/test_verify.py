@@ -148,6 +148,7 @@ def test_classic_mistakes_fail_with_the_right_message(fixtures_dir, names):
         assert "Input and hidden tensors are not at the same device" in exc["message"]
 
 
+@pytest.mark.slow  # waits out a 20 s timeout
 def test_hang_is_stopped_and_an_error_is_reported(fixtures_dir):
     reports = run_all(fixtures_dir, {
         "hang": ("hang.py", {"device": "cpu", "timeout": 20}),

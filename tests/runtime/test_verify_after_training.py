@@ -87,6 +87,7 @@ def test_a_bug_after_the_training_is_found_and_its_fix_passes(fixtures_dir):
     assert '"cap"' in to_json(fixed)
 
 
+@pytest.mark.slow  # several verify runs, ~17 s
 def test_loops_that_cannot_run_dry_end_the_run_and_say_why(fixtures_dir):
     reports = _run_all(fixtures_dir, {
         "tensors": ("linreg_migrated.py", {"device": "cpu", "max_steps": 5}),

@@ -143,6 +143,7 @@ def test_a_failed_urlretrieve_needs_data(cli):
     assert "download_urlretrieve.py:14" in out
 
 
+@pytest.mark.slow  # a verify child each; the default tier keeps one download and one missing package
 def test_a_failed_hub_download_needs_data_in_json(cli):
     code, data, err = _verify(cli, "download_hub.py", "--device", "sim", fmt="json")
     assert code == 3, (data, err)
@@ -155,12 +156,14 @@ def test_a_failed_hub_download_needs_data_in_json(cli):
                                            "(or run with --synthetic-data)")
 
 
+@pytest.mark.slow  # a verify child each; the default tier keeps one download and one missing package
 def test_a_sys_exit_after_a_failed_download_needs_data(cli):
     code, out, err = _verify(cli, "download_exits.py", "--device", "sim")
     assert code == 3, (out, err)
     assert "needs data: http://127.0.0.1:9/data/train.npz" in out and "download_exits.py:13" in out
 
 
+@pytest.mark.slow  # a verify child each; the default tier keeps one download and one missing package
 def test_a_notebook_that_downloads_needs_data(cli):
     code, out, err = _verify(cli, "download_notebook.ipynb", "--device", "sim")
     assert code == 3, (out, err)
@@ -168,6 +171,7 @@ def test_a_notebook_that_downloads_needs_data(cli):
     assert "download_notebook.ipynb:cell 2:2" in out
 
 
+@pytest.mark.slow  # a verify child each; the default tier keeps one download and one missing package
 def test_the_original_and_the_migrated_runs_that_download_need_data(cli):
     code, data, err = _verify(cli, "download_urlretrieve.py", "--against", str(HERE / "download_urlretrieve.py"),
                               "--synthetic-data", fmt="json")
@@ -177,6 +181,7 @@ def test_the_original_and_the_migrated_runs_that_download_need_data(cli):
     assert "--synthetic-data" not in data["reasons"][0]["cause"]  # it is on: the hint would not help
 
 
+@pytest.mark.slow  # a verify child each; the default tier keeps one download and one missing package
 @pytest.mark.parametrize("name, line", [("missing_package.py", 3), ("missing_package_late.py", 9)])
 def test_a_package_that_is_not_installed_is_an_error_naming_it(cli, name, line):
     code, out, err = _verify(cli, name, "--device", "sim")
@@ -197,12 +202,14 @@ def test_a_package_that_is_not_installed_in_json(cli):
     assert data["runs"][0]["missing_package"]["name"] == "some_missing_pkg_xyz"
 
 
+@pytest.mark.slow  # a verify child each; the default tier keeps one download and one missing package
 def test_a_project_module_an_import_no_longer_finds_still_fails(cli):
     code, out, err = _verify(cli, "migration_broke_import.py", "--device", "sim")
     assert code == 1, (out, err)
     assert "verdict: FAIL" in out and "ModuleNotFoundError: No module named 'train_utils'" in out
 
 
+@pytest.mark.slow  # a verify child each; the default tier keeps one download and one missing package
 def test_a_placement_bug_after_a_guarded_download_still_fails(cli):
     code, out, err = _verify(cli, "cpu_left_after_download_fallback.py", "--device", "sim")
     assert code == 1, (out, err)
@@ -211,6 +218,7 @@ def test_a_placement_bug_after_a_guarded_download_still_fails(cli):
 
 # --- migrate: cannot be judged here, not a failed migration -----------------------------------
 
+@pytest.mark.slow  # a verify child each; the default tier keeps one download and one missing package
 @pytest.mark.parametrize("name, why", [
     ("download_urlretrieve.py", "needs data: http://127.0.0.1:9/datasets/iris.csv (or run with --synthetic-data)"),
     ("missing_package.py", "the script imports `some_missing_pkg_xyz`, which is not installed here"),
