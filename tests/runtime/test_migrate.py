@@ -134,6 +134,7 @@ def test_a_round_that_breaks_the_cpu_fallback_is_taken_back(tmp_path, monkeypatc
         assert b"SystemExit(7)" not in new
 
 
+@pytest.mark.slow  # two verify children of a failing original, ~10 s
 def test_an_original_that_fails_is_unproven_and_nothing_is_written(tmp_path, cli):
     folder = _copy("original_fails", tmp_path)
     before = _digest(folder)

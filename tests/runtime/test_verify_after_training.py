@@ -123,6 +123,7 @@ def test_loops_that_cannot_run_dry_end_the_run_and_say_why(fixtures_dir):
     assert run["status"] == "ok" and run["steps"] == 100 and not run["cap"]["reached"]
 
 
+@pytest.mark.slow  # the after-training path keeps its DataLoader case in the default tier
 def test_a_bug_after_a_loop_over_range_is_found(tmp_path):
     """`for step in range(400)` with optimizer steps, then a .numpy() of a device tensor: the loop
     ends at the cap and the bug after it fails the verdict (it used to pass, never reached)."""
