@@ -22,7 +22,9 @@ placement bugs live. So after N steps the training is capped, not stopped:
   kept in a list, ``next(it)`` called by hand, where ending the iterator would
   raise in a correct script), or training that goes on after the cap for more
   than CEILING backward passes or steps ("ceiling": thousands of one-batch
-  epochs).
+  epochs of a ``while`` loop). A ``for`` epoch loop of the user's files
+  (cappedloops) ends at its next epoch once the steps skipped after the cap
+  reach half the CEILING, so ``for epoch in range(80)`` reaches the code after it.
 
 Only ``for`` loops (and comprehensions, ``enumerate``, ``zip``...) see a pass
 end: an explicit ``next()`` is never answered with StopIteration by the cap.
@@ -134,6 +136,11 @@ class StepCap:
         if self.capped and _in_for_loop(frame):
             if p.generic:  # cut only by steps that no DataLoader pass drives: those run dry on their own
                 stepped = p.undriven_mark is not None and self.undriven > p.undriven_mark
+                # ... or, a loop around training (its last item took a step: an epoch loop of one-batch
+                # epochs), once the steps skipped after the cap reach half the ceiling: `for epoch in
+                # range(80)` then ends before the ceiling would stop the run, and the code after it runs
+                stepped = stepped or (self.skipped >= self.ceiling // 2 and p.mark is not None
+                                      and self.step_events > p.mark)
             else:
                 stepped = p.mark is not None and self.step_events > p.mark
             if p.ended or stepped or (not p.generic and p.after_cap >= EVAL_BATCHES):

@@ -93,6 +93,7 @@ def test_loops_that_cannot_run_dry_end_the_run_and_say_why(fixtures_dir):
         "tensors": ("linreg_migrated.py", {"device": "cpu", "max_steps": 5}),
         "while": ("while_training.py", {"device": "cpu", "max_steps": 5}),
         "epochs": ("after_training_many_epochs.py", {"device": "cpu", "max_steps": 2}),
+        "while epochs": ("after_training_endless_while.py", {"device": "cpu", "max_steps": 2}),
         "short": ("linreg_migrated.py", {"device": "cpu", "max_steps": 500}),
     })
     for rep in reports.values():
@@ -112,11 +113,20 @@ def test_loops_that_cannot_run_dry_end_the_run_and_say_why(fixtures_dir):
     assert "could not be run dry" in to_text(reports["while"])
     assert f"verdict: PASS up to while_training.py:{step_line} only" in to_text(reports["while"])
 
-    # endless one-batch epochs: each takes its batch after the cap, up to the ceiling
+    # `for epoch in range(100000)`: one-batch epochs after the cap until half the ceiling, then the
+    # epoch loop ends and the code after it runs
     [run] = reports["epochs"]["runs"]
     assert run["status"] == "max_steps" and run["steps"] == 2 and len(run["losses"]) == 2
+    assert run["cap"]["ended"] == "end" and run["cap"]["skipped_steps"] == ceiling(2) // 2
+    assert run["cap"]["lines_after_cap"] > 0 and "the code after the training did not run" not in to_text(
+        reports["epochs"])
+    assert "PASS up to" not in to_text(reports["epochs"])
+
+    # the same epochs in a `while` loop, which cannot be ended: each takes its batch up to the ceiling
+    [run] = reports["while epochs"]["runs"]
+    assert run["status"] == "max_steps" and run["steps"] == 2 and len(run["losses"]) == 2
     assert run["cap"]["ended"] == "ceiling" and run["cap"]["skipped_steps"] == ceiling(2)
-    assert "the code after the training did not run" in to_text(reports["epochs"])
+    assert "the code after the training did not run" in to_text(reports["while epochs"])
 
     # a script shorter than the cap runs as without it
     [run] = reports["short"]["runs"]
