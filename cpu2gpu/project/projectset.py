@@ -576,6 +576,16 @@ class ProjectSet:
                 found[raw] = digest
         return found
 
+    def root_of(self, raw: str) -> Optional[Path]:
+        """The project root of a path as given (None: not a Python file)."""
+        located = self.located.get(raw)
+        return located[0] if located is not None else None
+
+    def release(self, root: Path) -> None:
+        """Forget a project once its seeds are read: its files' trees and analyses are freed."""
+        if root in self.projects:
+            self.projects[root] = Project(root)
+
     def seeds(self, raws: Iterable[str], parsed: Optional[dict] = None) -> dict[str, Seeds]:
         """The seeds of the given paths. ``parsed``, when given, receives the modules parsed on the
         way (path as given -> (bytes, module, facts or None)), so that a check in this process does not

@@ -154,19 +154,29 @@ def check_data(path: str, data: bytes, rules: Sequence[Rule], device_expression:
 
 
 class _Jobs(collections.abc.Sequence):
-    """The jobs of ``analyse``, made as they are taken: a module the project's reading parsed leaves
-    ``parsed`` with its job, so that each tree is freed once its file is checked instead of all of them
-    living to the end of the run."""
+    """The jobs of ``analyse``, made as they are taken. The seeds of a project are read when its first
+    file is taken, and the project is forgotten then; a module its reading parsed waits in ``parsed``
+    for its job (in process), so that only one project's trees live at a time and each is freed once
+    its file is checked, instead of every project's living to the end of the run."""
 
-    def __init__(self, pending: list, seeds: dict, parsed: Optional[dict]) -> None:
-        self.pending, self.seeds, self.parsed = pending, seeds, parsed
+    def __init__(self, pending: list, projects: ProjectSet, in_process: bool) -> None:
+        self.pending, self.projects, self.in_process = pending, projects, in_process
+        self.seeds: dict[str, Seeds] = {}
+        self.parsed: dict = {}
+        self.read: set = set()  # the roots whose seeds are read
 
     def __len__(self) -> int:
         return len(self.pending)
 
     def __getitem__(self, index):  # type: ignore[override]
         _, path, data, _ = self.pending[index]
-        known = _same_module(self.parsed.pop(path, None), data) if self.parsed is not None else None
+        root = self.projects.root_of(path)
+        if root is not None and root not in self.read:
+            self.read.add(root)
+            group = [other for _, other, _, _ in self.pending if self.projects.root_of(other) == root]
+            self.seeds.update(self.projects.seeds(group, self.parsed if self.in_process else None))
+            self.projects.release(root)
+        known = _same_module(self.parsed.pop(path, None), data) if self.in_process else None
         return path, data, self.seeds.get(path, NO_SEEDS), known
 
 
@@ -204,14 +214,12 @@ def _check_targets(targets: Sequence[Target], rules: Sequence[Rule], jobs: int, 
             continue
         slots.append(None)
         pending.append((len(slots) - 1, target.path, data, key))
-    parsed: dict = {}
-    seeds = projects.seeds([path for _, path, _, _ in pending], parsed)
     progress = Progress.for_terminal(len(pending), "cpu2gpu check", quiet)
     codes = [rule.code for rule in rules]
     explicit = [rule.code for rule in rules if rule.selected_explicitly]
     in_process = workers_for(jobs, len(pending)) == 1  # modules do not travel to workers
-    del projects  # (the trees and analyses of its files: each file's stays in ``parsed`` until it is checked)
-    jobs_list = _Jobs(pending, seeds, parsed if in_process else None)
+    jobs_list = _Jobs(pending, projects, in_process)
+    del projects
     answers = ordered_map(analyse, jobs_list, jobs,
                           initializer=_use_rules, initargs=(codes, explicit, device_expression), crashed=_crashed)
     try:
