@@ -151,6 +151,12 @@ def main(argv=None) -> int:
     display = _displayer(opts.workdir, opts.orig_root, opts.display_base)
     rec = harness.Recorder(opts.workdir, opts.max_steps)
     harness.install(rec)
+    device_choice = None
+    if opts.mode != "cpu":  # where the model should reach the device: did the script itself pick the CPU?
+        from . import devicechoice
+
+        device_choice = devicechoice.DeviceChoice(rec.user_location, lambda: rec.steps > 0)
+        devicechoice.install(device_choice)
     progress_writer = None
     if opts.progress:
         from . import progress
@@ -270,6 +276,8 @@ def main(argv=None) -> int:
         "device_name": _device_label(opts.mode, torch),
         "cap": cap,
     }
+    if device_choice is not None and (device_choice.moved_to_cpu or device_choice.flags_off):
+        result["device_choice"] = device_choice.report(display)
     if rank_record is not None:
         result["rank"] = rank_record.as_dict()
     if needs_data:  # a failed download, with or without --synthetic-data

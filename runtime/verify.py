@@ -80,6 +80,25 @@ def _no_step_cause(spec: RunSpec, res: dict) -> str:
     return cause
 
 
+def _cpu_chosen_cause(spec, choice: dict) -> str:
+    """The model was moved, to the CPU the script chose (a flag not given, a device line without the GPU)."""
+    first = choice["moved_to_cpu"][0]
+    cause = (f"no module ran on the device in the {spec.mode} run: the script moved its model to the CPU, "
+             f"the device it chose (.to() at {first['file']}:{first['line']})")
+    flags = choice.get("flags_off") or []
+    if flags:
+        options = " or ".join(f["option"] for f in flags)
+        helps = "; ".join(f"{f['option']}: {f['help']}" for f in flags if f["help"])
+        cause += (f"; its option {options} picks the accelerator and was not given ({helps})" if helps
+                  else f"; its option {options} picks the accelerator and was not given")
+        given = " ".join([spec.script, *map(str, spec.args), flags[0]["option"]])
+        cause += f": pass it to the script (cpu2gpu verify {given})"
+    else:
+        cause += "; make the script's device pick the accelerator (cpu2gpu check reports a device that is the CPU " \
+                 "always as CG205)"
+    return cause
+
+
 def judge(specs: list, results: list, rtol=None) -> dict:
     reasons: list[dict] = []
     comparisons: list[dict] = []
@@ -113,6 +132,8 @@ def judge(specs: list, results: list, rtol=None) -> dict:
                     spec, f"no module ran on the device in the {spec.mode} run: the device line picks only CUDA "
                           f"(torch.cuda.is_available() is False on an Apple GPU), so the script ran on the CPU; "
                           f"pick the accelerator instead: cpu2gpu rewrite --device-style accelerator"))
+            elif (res.get("device_choice") or {}).get("moved_to_cpu"):
+                reasons.append(_reason(spec, _cpu_chosen_cause(spec, res["device_choice"])))
             else:
                 reasons.append(_reason(
                     spec, f"no module ran on the device in the {spec.mode} run: the model (and its inputs) "
