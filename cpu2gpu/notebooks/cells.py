@@ -17,7 +17,6 @@ refused rather than reformatted.
 from __future__ import annotations
 
 import difflib
-import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -142,6 +141,8 @@ def load(raw_bytes: bytes) -> Notebook:
 
 def _token(cells: list[CodeCell]) -> str:
     """A token that no cell contains (from the cells' text: the same notebook, the same token)."""
+    import hashlib  # (only for a notebook: a check of .py files does not load OpenSSL)
+
     digest = hashlib.sha256("\0".join(cell.text for cell in cells).encode("utf-8", "surrogatepass"))
     while True:
         token = digest.hexdigest()[:16]

@@ -21,7 +21,6 @@ other project files are, and what other project files pass to its functions and 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import re
 import sys
@@ -457,6 +456,8 @@ class Project:
         in_play = self._in_play(targets)
         if not in_play:
             return b""
+        import hashlib  # (here: a run without the cache never loads OpenSSL, 3 MB)
+
         h = hashlib.sha256()
         for path in sorted(in_play):
             pf = self.load(path)
@@ -575,6 +576,12 @@ class ProjectSet:
             for raw, _ in items:
                 found[raw] = digest
         return found
+
+    def in_play(self) -> set[str]:
+        """The paths (as given) whose project has files in play around them: those with a non-empty
+        ``digests()`` entry, found without hashing the files."""
+        return {raw for root, items in self._by_root(self.located).items()
+                if self.projects[root]._in_play([p for _, p in items]) for raw, _ in items}
 
     def root_of(self, raw: str) -> Optional[Path]:
         """The project root of a path as given (None: not a Python file)."""

@@ -12,10 +12,8 @@ temp file and renamed, so that runs side by side never read half an entry.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Optional, Sequence
@@ -36,6 +34,8 @@ def fingerprinted_modules() -> list[Path]:
 @lru_cache(maxsize=1)
 def tool_fingerprint() -> str:
     """The version plus the size and mtime of every module of the package."""
+    import hashlib  # (imported where a cache is used: OpenSSL takes 3 MB)
+
     digest = hashlib.sha256(__version__.encode())
     for path in fingerprinted_modules():
         try:
@@ -47,6 +47,8 @@ def tool_fingerprint() -> str:
 
 
 def settings_fingerprint(rule_codes: Sequence[str], unsafe_fixes: bool, device_expression: Optional[str]) -> str:
+    import hashlib
+
     settings = {"rules": sorted(rule_codes), "unsafe_fixes": unsafe_fixes, "device_expression": device_expression}
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
 
@@ -64,12 +66,15 @@ class Cache:
         self.root = root
         self.folder = root / __version__
         self.prefix = (tool_fingerprint() + settings_key).encode()
+        import hashlib
+
+        self._sha256 = hashlib.sha256
         self.hits = 0
         self.misses = 0
         self._writable = True
 
     def key(self, data: bytes, kind: str) -> str:
-        return hashlib.sha256(self.prefix + kind.encode() + b"\0" + data).hexdigest()
+        return self._sha256(self.prefix + kind.encode() + b"\0" + data).hexdigest()
 
     def _path(self, key: str) -> Path:
         return self.folder / key[:2] / f"{key}.json"
@@ -92,6 +97,8 @@ class Cache:
             if not self.root.exists():
                 self._create_root()
             path.parent.mkdir(parents=True, exist_ok=True)
+            import tempfile
+
             fd, temp = tempfile.mkstemp(prefix=".entry.", dir=str(path.parent))
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 json.dump(value, handle, separators=(",", ":"))
