@@ -95,15 +95,19 @@ def trend(ref: list, other: list, tol: float = TREND_TOL) -> dict:
     tail_diff = abs(ot - rt) / scale
     same_way = (rt < rh) == (ot < oh) or abs(rt - rh) <= 0.01 * abs(rh) + ATOL
     # A reference that hardly moved (a few capped steps of a noisy loss) has no direction to keep:
-    # ending where it ends is the agreement then.
-    barely_moved = abs(rt - rh) <= tol * max(abs(rh), 1e-12) and tail_diff <= tol
+    # ending where it ends is the agreement then. Where the other run drew another problem (targets,
+    # data drawn on the device) it ends elsewhere: then only a run that rises shows a divergence.
+    flat_reference = abs(rt - rh) <= tol * max(abs(rh), 1e-12)
+    barely_moved = flat_reference and tail_diff <= tol
+    does_not_rise = flat_reference and ot <= oh + tol * max(abs(oh), 1e-12)
     same_way = same_way or barely_moved
     progress_alike = False
     if min(rh, rt, oh, ot) > 0:
         progress_alike = abs(math.log((ot / oh) / (rt / rh))) <= math.log(2)
+    held = same_way and (tail_diff <= tol or progress_alike)
     out.update({"reference_first": rh, "reference_last": rt, "first": oh, "last": ot,
-                "tail_rel_diff": tail_diff,
-                "ok": bool(same_way and (tail_diff <= tol or progress_alike))})
+                "tail_rel_diff": tail_diff, "ok": bool(held or does_not_rise),
+                "reference_flat": bool(flat_reference and not held)})
     if not out["ok"]:
         out["first_divergence"] = {"step": n, "reference": rt, "value": ot, "rel_diff": tail_diff}
     return out
