@@ -263,6 +263,7 @@ def main(argv=None) -> int:
         "device_forward_calls": sum(r.device_calls for r in rec.modules.values()),
         "cpu_forward_calls": sum(r.cpu_calls for r in rec.modules.values()),
         "trained_devices": sorted(rec.trained_devices),
+        "loaders": [dict(loader, file=display(loader["file"])) for loader in rec.loaders],
         "modules": modules,
         "events": events,
         "exception": exception,

@@ -113,13 +113,34 @@ def trend(ref: list, other: list, tol: float = TREND_TOL) -> dict:
     return out
 
 
+_BATCHING = ("sampler", "batch_size", "drop_last", "batch_sampler")
+
+
+def batching_differs(ref: dict, other: dict) -> dict | None:
+    """The first DataLoader that the two runs made differently (the script shuffles, or batches, by the
+    device it found), as {file, line, what, reference, value}; None when they batch alike."""
+    for a, b in zip(ref.get("loaders") or (), other.get("loaders") or ()):
+        for key in _BATCHING:
+            if a.get(key) != b.get(key):
+                return {"file": b["file"], "line": b["line"], "what": key, "reference": a.get(key),
+                        "value": b.get(key)}
+    return None
+
+
 def compare(ref: dict, other: dict, rtol: float | None = None) -> dict:
     """Compare the losses of two child results."""
     mode = other.get("mode", "cpu")
+    batching = batching_differs(ref, other)
     if other.get("device_rng") or ref.get("device_rng"):
         res = trend(ref["losses"], other["losses"])
         res["note"] = ("the run draws from the device RNG (e.g. dropout on the device), so its random "
                        "numbers differ from the CPU's: compared by trend, not step by step")
+    elif batching is not None:
+        res = trend(ref["losses"], other["losses"])
+        res["note"] = (f"the script makes its DataLoader at {batching['file']}:{batching['line']} otherwise on the "
+                       f"device ({batching['what']} {batching['value']} against {batching['reference']}): other "
+                       f"batches, compared by trend, not step by step")
+        res["batching"] = batching
     else:
         res = step_by_step(ref["losses"], other["losses"], rtol if rtol is not None else RTOL.get(mode, 1e-5))
         res["note"] = None

@@ -9,6 +9,7 @@ left on the CPU can be named as such).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import sys
@@ -118,6 +119,7 @@ class Recorder:
         self.trained_devices: set[str] = set()  # devices of the tensors the optimizers step
         self.cap: StepCap | None = None  # the StepCap of --max-steps
         self.manual: ManualSteps | None = None  # the ManualSteps: updates by hand (w -= lr * w.grad) are steps too
+        self.loaders: list[dict] = []  # the DataLoaders the user's code made, how each draws its batches
 
     def is_batch(self, t) -> bool:
         ref = self.batches.get(id(t))
@@ -322,6 +324,7 @@ def install(rec: Recorder) -> None:
     rec.manual = manualsteps.ManualSteps(rec.on_manual_step, lambda: bool(rec.optimizers_seen))
     manualsteps.install(rec.manual)
     _track_batches(rec)
+    _note_loaders(rec)
     _unscale_losses(rec)
     if rec.max_steps is not None:
         from . import stepcap
@@ -357,6 +360,26 @@ def _track_batches(rec: Recorder) -> None:
         return batch
 
     setattr(base, "__next__", __next__)
+
+
+def _note_loaders(rec: Recorder) -> None:
+    """How each DataLoader the user's code makes draws its batches: a script that shuffles only on the
+    accelerator (`if use_cuda: kwargs.update(shuffle=True)`) feeds its device run other batches."""
+    from torch.utils.data import DataLoader
+
+    orig_init = DataLoader.__init__
+
+    @functools.wraps(orig_init)
+    def __init__(self, *args, **kwargs):
+        orig_init(self, *args, **kwargs)
+        where = rec.user_location(sys._getframe(1))
+        if where is not None:
+            batching = getattr(self, "batch_sampler", None)
+            rec.loaders.append({"file": where["file"], "line": where["line"],
+                                "sampler": type(self.sampler).__name__, "batch_size": self.batch_size,
+                                "drop_last": self.drop_last, "batch_sampler": type(batching).__name__})
+
+    setattr(DataLoader, "__init__", __init__)
 
 
 def _unscale_losses(rec: Recorder) -> None:

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from cpu2gpu.runtime.compare import compare, step_by_step, trend
+from cpu2gpu.runtime.compare import batching_differs, compare, step_by_step, trend
 
 pytestmark = pytest.mark.runtime
 
@@ -80,3 +80,19 @@ def test_the_step_tolerance_grows_with_the_step():
     assert math.isclose(res["first_divergence"]["tolerance"], 2e-5)
     assert not step_by_step(ref, [r * 1.01 for r in ref], rtol=1e-5)["ok"]
     assert step_by_step(ref, list(ref), rtol=1e-5)["tolerance_grew"] is False
+
+
+def test_a_loader_made_otherwise_on_the_device_is_compared_by_trend():
+    """The script shuffles only on the accelerator: its device run trains on other batches."""
+    loader = {"file": "main.py", "line": 9, "sampler": "SequentialSampler", "batch_size": 8, "drop_last": False,
+              "batch_sampler": "BatchSampler"}
+    ref = {"losses": [1.0, 0.5, 0.25], "loaders": [loader], "mode": "cpu"}
+    dev = {"losses": [1.1, 0.6, 0.27], "loaders": [dict(loader, sampler="RandomSampler")], "mode": "sim"}
+    assert batching_differs(ref, dev) == {"file": "main.py", "line": 9, "what": "sampler",
+                                          "reference": "SequentialSampler", "value": "RandomSampler"}
+    res = compare(ref, dev)
+    assert res["method"] == "trend" and res["ok"] and "main.py:9" in res["note"]
+    # made alike: step by step, where the same difference fails
+    res = compare(ref, dict(dev, loaders=[loader]))
+    assert res["method"] == "step" and not res["ok"]
+

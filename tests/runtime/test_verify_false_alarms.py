@@ -10,6 +10,7 @@ pytest.importorskip("torch")
 
 from cpu2gpu.runtime.compare import step_by_step  # noqa: E402
 from cpu2gpu.runtime.verify import verify  # noqa: E402
+from ..conftest import HANG_GUARD_S  # noqa: E402
 
 pytestmark = pytest.mark.runtime
 TIMEOUT = 180
@@ -338,3 +339,12 @@ def test_an_op_the_simulator_cannot_run_is_its_limit_not_a_failed_migration(fixt
     assert reason["sim_limit"] and reason["rule"] is None
     assert "aten::_local_scalar_dense" in reason["cause"] and "not a fault of the migration" in reason["cause"]
     assert "the simulated device cannot run this script" in to_text(report)
+
+
+@pytest.mark.slow  # a verify child of each side
+def test_a_script_that_shuffles_only_on_the_device_verifies_against_itself(fixtures_dir):
+    script = os.path.join(fixtures_dir, "shuffles_on_the_device.py")
+    report = verify(script, against=script, device="sim", cwd=fixtures_dir, timeout=HANG_GUARD_S)
+    assert report["verdict"] == "pass", report["reasons"]
+    [c] = [c for c in report["comparisons"] if c["run"] == "migrated (sim)"]
+    assert c["method"] == "trend" and c["batching"]["line"] == 14, c
