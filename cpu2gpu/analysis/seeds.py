@@ -16,7 +16,7 @@ Plain, picklable data (it travels to worker processes and into cache keys):
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import Optional, Union
 
 # The kinds an argument or a result can have across files (``facts.Kind`` values).
@@ -86,11 +86,32 @@ class Seeds:
     def fingerprint(self) -> str:
         """A stable text of everything the analysis reads, for cache keys."""
         data = {
-            "imported": {k: asdict(v) for k, v in sorted(self.imported.items())},
+            "imported": {k: _plain(v) for k, v in sorted(self.imported.items())},
             "star": sorted(self.star_names.items()),
-            "incoming": {k: asdict(v) for k, v in sorted(self.incoming.items())},
+            "incoming": {k: _plain(v) for k, v in sorted(self.incoming.items())},
         }
         return json.dumps(data, sort_keys=True, default=list)
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _plain(value):
+    """``dataclasses.asdict`` as JSON reads it (the same text), without its deep copies: the fingerprint is
+    taken for every analysis of a project file."""
+    kind = type(value)
+    if kind is str or kind is bool or kind is int or value is None:
+        return value
+    names = _FIELDS.get(kind)
+    if names is None and is_dataclass(value):
+        names = _FIELDS[kind] = tuple(f.name for f in fields(value))
+    if names is not None:
+        return {name: _plain(getattr(value, name)) for name in names}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    return asdict(value) if is_dataclass(value) else value
 
 
 NO_SEEDS = Seeds()

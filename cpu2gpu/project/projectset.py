@@ -38,6 +38,7 @@ from ..analysis.imports import ImportTable, dotted
 from ..analysis.seeds import CallShape, Exported, Seeds
 
 ROOT_MARKERS = ("pyproject.toml", "setup.py", ".git")
+_UNKNOWN = object()
 _MAX_IMPORT_DEPTH = 40  # files summarised inside one another (each costs a few stack frames)
 _ROUNDS = 3  # rounds of caller -> callee seeds: main -> Trainer -> train_epoch
 _IMPORT_LINE = re.compile(rb"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import\b|import[ \t]+([\w., \t]+))", re.M)
@@ -121,6 +122,9 @@ class Project:
         self._tree: Optional[list[Path]] = None
         self._bases_of: dict[tuple, list[Path]] = {}
         self._in_play_of: dict[tuple, list[Path]] = {}
+        self._module_of: dict[tuple, Optional[Path]] = {}  # (importer, name): the lookup without .parent
+        self._present: dict[Path, bool] = {}  # folder or file -> it exists (one stat each)
+        self._folders: set[Path] = set()  # the locations found that are (namespace) folders, not files
 
     # -- where a module lives ---------------------------------------------------------
 
@@ -143,10 +147,24 @@ class Project:
 
     def module_path(self, importer: Path, name: str) -> Optional[Path]:
         """The file (or namespace folder) that ``import name`` in ``importer`` loads, inside the root."""
+        known = self._module_of.get((importer, name), _UNKNOWN)
+        if known is not _UNKNOWN:
+            return known  # type: ignore[return-value]
         key = (importer.parent, name)
         if key not in self._module_paths:  # the same few names are looked up from every file of a folder
             self._module_paths[key] = self._find_module(importer, name)
-        return self._module_paths[key]
+        found = self._module_of[(importer, name)] = self._module_paths[key]
+        return found
+
+    def is_folder(self, location: Path) -> bool:
+        """Whether a location ``module_path`` gave is a (namespace package's) folder; else it is a file."""
+        return location in self._folders
+
+    def _exists(self, path: Path) -> bool:
+        present = self._present.get(path)
+        if present is None:
+            present = self._present[path] = path.exists()
+        return present
 
     def _find_module(self, importer: Path, name: str) -> Optional[Path]:
         stripped = name.lstrip(".")
@@ -163,13 +181,14 @@ class Project:
         target = base.joinpath(*stripped.split(".")) if stripped else base
         if not self._inside(target):
             return None
-        if stripped and not (base / stripped.split(".", 1)[0]).exists() \
-                and not (base / (stripped.split(".", 1)[0] + ".py")).exists():
+        if stripped and not self._exists(base / stripped.split(".", 1)[0]) \
+                and not self._exists(base / (stripped.split(".", 1)[0] + ".py")):
             return None  # one stat answers for every name that is not here
         for candidate in (target.with_suffix(".py") if stripped else None, target / "__init__.py"):
             if candidate is not None and candidate.is_file():
                 return candidate
         if stripped and target.is_dir():
+            self._folders.add(target)
             return target  # a namespace package: its names are submodules
         return None
 
@@ -190,7 +209,7 @@ class Project:
             location = self.module_path(importer, module_name)
             if location is None:
                 continue
-            if location.is_dir():
+            if self.is_folder(location):
                 location = self.module_path(importer, f"{module_name}.{attrs[0]}") if len(attrs) > 1 else None
                 if location is None:
                     continue
@@ -235,9 +254,9 @@ class Project:
         found = []
         for name in _import_names(pf.data):
             location = self.module_path(pf.path, name)
-            if location is not None and location.is_file() and location != pf.path:
+            if location is not None and not self.is_folder(location) and location != pf.path:
                 found.append(location)
-            elif location is not None and location.is_dir():
+            elif location is not None and self.is_folder(location):
                 found.extend(p for p in location.glob("*.py"))
         # from pkg import model: model.py is a submodule of pkg
         return list(dict.fromkeys(found))
@@ -248,7 +267,7 @@ class Project:
         imported: dict[str, Exported] = {}
         for qualified in set(pf.imports.names.values()):
             location = self.module_path(pf.path, qualified)
-            if location is not None and location.is_file():
+            if location is not None and not self.is_folder(location):
                 # import model as M / from pkg import model: every name of it, as M.Net resolves
                 for name, exported in (self.summary(location) or {}).items():
                     imported[f"{qualified}.{name}"] = exported
@@ -258,7 +277,7 @@ class Project:
         star_names: dict[str, str] = {}
         for module_name in pf.stars:
             location = self.module_path(pf.path, module_name)
-            if location is None or not location.is_file():
+            if location is None or self.is_folder(location):
                 continue
             for name, exported in (self.summary(location) or {}).items():
                 if not name.startswith("_"):
@@ -427,6 +446,7 @@ class Project:
     def _find_in_play(self, targets: list[Path]) -> list[Path]:
         in_play: dict[Path, None] = {}
         explored: set[Path] = set()
+        targeted = set(targets)
 
         def explore(start: Iterable[Path]) -> None:
             queue = list(start)
@@ -436,7 +456,7 @@ class Project:
                     continue
                 explored.add(path)
                 reached = self.project_imports(path)
-                if reached or path not in targets:
+                if reached or path not in targeted:
                     in_play[path] = None
                 for other in reached:
                     in_play.setdefault(other, None)
@@ -469,11 +489,12 @@ class Project:
         files already ``explored`` are known."""
         # a target is reached by its own name, or through its package's __init__.py (re-exports)
         packages = {t.parent / "__init__.py" for t in targets if (t.parent / "__init__.py").is_file()}
-        reachable = set(targets) | packages
+        targeted = set(targets)
+        reachable = targeted | packages
         stems = {t.stem for t in targets} | {t.parent.name for t in packages}
         callers = []
         for path in self._tree_files():
-            if path in targets or path in explored:
+            if path in targeted or path in explored:
                 continue
             pf = self.load(path)
             if pf is None or not any(s.encode() in pf.data for s in stems):
@@ -553,10 +574,13 @@ class ProjectSet:
     def __init__(self, paths: Iterable[str]) -> None:
         self.projects: dict[Path, Project] = {}
         self.located: dict[str, tuple[Path, Path]] = {}  # path as given -> (root, resolved path)
+        roots: dict[Path, Path] = {}  # folder -> its root (the same for every file of a folder)
         for raw in paths:
             if raw.endswith(".py"):
                 path = Path(raw).resolve()
-                root = find_root(path)
+                root = roots.get(path.parent)
+                if root is None:
+                    root = roots[path.parent] = find_root(path)
                 self.projects.setdefault(root, Project(root))
                 self.located[raw] = (root, path)
 
