@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-import pathspec
+if TYPE_CHECKING:  # imported where an ignore file is read: a tree without one never loads it
+    import pathspec
 
 
 def _absolute(path: Path) -> Path:
@@ -27,6 +28,8 @@ def _read_spec(path: Path) -> Optional[pathspec.PathSpec]:
         lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
     except OSError:
         return None
+    import pathspec
+
     try:
         spec = pathspec.GitIgnoreSpec.from_lines(lines)
     except Exception:  # a line git reads but pathspec refuses (`!`, `\\`, `[z-a]`): without it
@@ -35,6 +38,8 @@ def _read_spec(path: Path) -> Optional[pathspec.PathSpec]:
 
 
 def _usable(line: str) -> bool:
+    import pathspec
+
     try:
         pathspec.GitIgnoreSpec.from_lines([line])
     except Exception:

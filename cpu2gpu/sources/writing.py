@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import signal
 import stat
-import tempfile
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -63,6 +62,8 @@ def write_atomic(path: str, data: bytes, expected: bytes | None = None) -> None:
 
     With ``expected``, refuse (``WriteError``) when the file no longer holds those bytes.
     """
+    import tempfile  # (only a rewrite writes: a check does not load it, nor random and shutil behind it)
+
     target = Path(path)
     with _signals_held():
         info = target.stat()
