@@ -17,6 +17,7 @@ import libcst as cst
 
 from .analysis import analyze
 from .analysis.facts import Facts
+from .analysis.syntaxindex import forget_index
 from .rewrite.fixes import Fix, apply_edits, plan_device_setup
 from .sources.positions import node_positions
 from .rules import ALL_RULES, Hit, Rule, RuleContext
@@ -125,6 +126,14 @@ def _remember(module: cst.Module, source: Source, tree: Optional[ast.Module] = N
     _RECENT_SOURCES[id(module)] = (module, source, tree)
     while len(_RECENT_SOURCES) > _RECENT_LIMIT:
         _RECENT_SOURCES.popitem(last=False)
+
+
+def forget(module: cst.Module) -> None:
+    """Drop what is kept about a module whose file is done (its source, Python's tree of it, its syntax
+    index): a run over many files frees each tree once its file is checked."""
+    if _recent(module) is not None:
+        del _RECENT_SOURCES[id(module)]
+    forget_index(module)
 
 
 def remember_source(module: cst.Module, source: Source) -> None:

@@ -192,3 +192,10 @@ def syntax_index(module: cst.Module, text: Optional[str] = None) -> SyntaxIndex:
     elif index.text is None and text is not None:
         index.text = text
     return index
+
+
+def forget_index(module: cst.Module) -> None:
+    """Drop the index of ``module`` once its file is done (it holds the tree)."""
+    global _LAST
+    if _LAST is not None and _LAST.module is module:
+        _LAST = None

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, Optional, Sequence
 
 from ..sources.cache import Cache
-from ..engine import NOTEBOOK_FIELDS, Finding, SourceError, check_module, parse, remember_source, select_rules
+from ..engine import NOTEBOOK_FIELDS, Finding, SourceError, check_module, forget, parse, remember_source, select_rules
 from ..sources.files import NotRegularFileError, Target, mentions_torch, read_source
 from ..notebooks.cells import CellError, check_notebook, is_notebook
 from ..output.formats import FileError
@@ -85,10 +85,14 @@ def analyse(job: tuple[str, bytes, Seeds, Optional[tuple]]) -> dict:
         if is_notebook(path):
             findings = check_notebook(data, path, _rules, _device_expression)
         else:
-            if module is not None:
+            if module is None:
+                module = parse(data)
+            else:
                 remember_source(module, data)  # for its noqa comments, without generating the code again
-            findings = check_module(module if module is not None else parse(data), path, _rules, seeds, facts,
-                                    _device_expression)
+            try:
+                findings = check_module(module, path, _rules, seeds, facts, _device_expression)
+            finally:
+                forget(module)
     except SourceError as error:
         return {"error": {"message": error.message, "line": error.line, "column": error.column,
                           "cell": error.cell if isinstance(error, CellError) else None}}
