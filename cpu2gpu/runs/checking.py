@@ -6,7 +6,7 @@ import collections.abc
 import gc
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator, Optional, Sequence
+from typing import Generator, Iterator, Optional, Sequence, cast
 
 from ..sources.cache import Cache
 from ..engine import NOTEBOOK_FIELDS, Finding, SourceError, check_module, forget, parse, remember_source, select_rules
@@ -184,6 +184,52 @@ class _Jobs(collections.abc.Sequence):
         return path, data, self.seeds.get(path, NO_SEEDS), known
 
 
+class _Some(collections.abc.Sequence):
+    """The jobs at some indices of a ``_Jobs``, made as they are taken (for ``ordered_map``)."""
+
+    def __init__(self, jobs: _Jobs, indices: list[int]) -> None:
+        self.jobs, self.indices = jobs, indices
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        return self.jobs[self.indices[index]]
+
+
+def _spread(jobs_list: _Jobs, in_play: list[bool], jobs: int, initargs: tuple) -> Iterator[dict]:
+    """The answers of a run over worker processes, in order. A file whose project reading parsed and
+    analysed it already in this process (its tree does not travel) is checked here, with that analysis,
+    as ``-j 1`` checks it, while the workers check the files outside any project in play; the files of a
+    project that its reading did not parse go to the workers after that."""
+    alone = [i for i, playing in enumerate(in_play) if not playing]
+    answers: dict[int, dict] = {}
+    remote = cast(Generator[dict, None, None], ordered_map(analyse, _Some(jobs_list, alone), jobs,
+                                                           initializer=_use_rules, initargs=initargs, crashed=_crashed))
+    try:
+        taken = zip(alone, remote)
+        for index, answer in taken:  # the workers start on the first ones meanwhile
+            answers[index] = answer
+            break
+        _use_rules(*initargs)
+        later = []
+        for index in (i for i, playing in enumerate(in_play) if playing):
+            job = jobs_list[index]
+            if job[3] is None:  # not parsed by its project's reading: a worker checks it
+                later.append(index)
+            else:
+                answers[index] = analyse(job)
+        for index, answer in taken:
+            answers[index] = answer
+    finally:
+        remote.close()
+    for index, answer in zip(later, ordered_map(analyse, _Some(jobs_list, later), jobs, initializer=_use_rules,
+                                                initargs=initargs, crashed=_crashed)):
+        answers[index] = answer
+    for index in range(len(in_play)):
+        yield answers[index]
+
+
 # -- the whole run --
 
 
@@ -222,11 +268,14 @@ def _check_targets(targets: Sequence[Target], rules: Sequence[Rule], jobs: int, 
     progress = Progress.for_terminal(len(pending), "cpu2gpu check", quiet)
     codes = [rule.code for rule in rules]
     explicit = [rule.code for rule in rules if rule.selected_explicitly]
-    in_process = workers_for(jobs, len(pending)) == 1  # modules do not travel to workers
-    jobs_list = _Jobs(pending, projects, in_process)
+    in_process = workers_for(jobs, len(pending)) == 1
+    jobs_list = _Jobs(pending, projects, True)
     del projects
-    answers = ordered_map(analyse, jobs_list, jobs,
-                          initializer=_use_rules, initargs=(codes, explicit, device_expression), crashed=_crashed)
+    initargs = (codes, explicit, device_expression)
+    if in_process:
+        answers = ordered_map(analyse, jobs_list, jobs, initializer=_use_rules, initargs=initargs, crashed=_crashed)
+    else:
+        answers = _spread(jobs_list, [bool(digests.get(path)) for _, path, _, _ in pending], jobs, initargs)
     try:
         for (slot, path, _, key), answer in zip(pending, answers):
             if answer.pop("crashed", False):
