@@ -53,14 +53,14 @@ def test_trend_of_a_few_noisy_steps_that_hardly_move_is_where_they_end():
 
 
 def test_a_run_of_another_random_problem_beside_a_reference_that_hardly_moved_is_not_a_divergence():
-    """pytorch/examples regression, 4 capped steps, its target polynomial drawn on the device: the
-    original rose 12% (noise), the migration, another polynomial, fell from 43 to 20. Nothing shows a
-    divergence: accepted, and marked as not compared; a run that rises by far still fails."""
-    ref = [11.65, 10.24, 19.42, 13.02]
-    other = [43.12, 67.88, 28.36, 19.56]
+    """A few capped steps of a regression whose target is drawn on the device: the original rose 10%
+    (noise), the migration, fitting another target, fell from 7 to 3.4. Nothing shows a divergence:
+    accepted, and marked as not compared; a run that rises by far still fails."""
+    ref = [2.0, 1.8, 2.6, 2.2]
+    other = [7.0, 9.5, 5.0, 3.4]
     res = trend(ref, other)
     assert res["ok"] and res["reference_flat"]
-    assert not trend(ref, [43.1, 80.0, 120.0, 200.0])["ok"]
+    assert not trend(ref, [7.0, 12.0, 20.0, 33.0])["ok"]
     # a reference that learns is still held to: the same run beside it, flat, fails
     assert not trend([40.0, 20.0, 10.0, 5.0], [43.1, 43.0, 43.2, 43.1])["ok"]
     assert not trend([0.91, 0.90, 0.92, 0.89, 0.90], [0.89, 0.91, 0.90, 0.92, 0.899])["reference_flat"]
