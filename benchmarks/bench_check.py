@@ -1,7 +1,7 @@
 """Time `cpu2gpu check` against the bare libcst parse of the same files, side by side.
 
     python benchmarks/bench_check.py [FOLDER ...] [--repeat 5] [--examples] [--project COPIES]
-                                     [--processes-only] [--tool PATH]
+                                     [--processes-only] [--tool PATH] [--bytecode]
 
 Default folders: the bundled fixtures, and a sample of the installed torch
 package's own .py files (torch/nn, torch/optim, torch/utils/data); ``--examples``:
@@ -20,8 +20,11 @@ steadier figure on a shared machine) and peak RSS against the parse's; "over imp
 ``--project COPIES`` adds the same table for a tree of copies of fixtures/projects
 (project mode: imports resolved across files, bench_project.py's tree). ``--tool``
 times another copy of the package (``git archive HEAD cpu2gpu | tar -x -C /tmp/old``
-before a change, then ``--tool /tmp/old``). bench_speed.py adds torchfix and a
-profile to the same comparison.
+before a change, then ``--tool /tmp/old``). ``--bytecode`` runs every process with its
+modules' bytecode cached, as an installed package runs (a checkout under
+``PYTHONDONTWRITEBYTECODE=1`` without ``__pycache__`` compiles cpu2gpu's 0.6 MB of source
+in every process, about 0.1 s). bench_speed.py adds torchfix and a profile to the same
+comparison.
 """
 
 from __future__ import annotations
@@ -143,7 +146,8 @@ def run_process(command: list[str], cwd: Path, env: dict) -> tuple[float, float,
     return result["seconds"], result["cpu"], result["kib"] / 1024
 
 
-def bench_processes(label: str, folders: list[Path], repeat: int, tool: Optional[Path] = None) -> None:
+def bench_processes(label: str, folders: list[Path], repeat: int, tool: Optional[Path] = None,
+                    bytecode: Optional[Path] = None) -> None:
     """Whole processes, side by side (interleaved rounds, medians): the bare parse, a cold
     ``check -j 1 --no-cache``, ``check -j 2 --no-cache``, ``check -j 1`` from a warm cache; wall time
     and peak RSS, and both against the parse. Each process starts in a scratch folder (its cache there)."""
@@ -154,6 +158,9 @@ def bench_processes(label: str, folders: list[Path], repeat: int, tool: Optional
     env = dict(os.environ)
     if tool is not None:  # another copy of the package (a snapshot taken before a change)
         env["PYTHONPATH"] = str(tool)
+    if bytecode is not None:  # every process reads compiled modules, as from an installed package
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(bytecode)  # (written by the first run below)
     check = [sys.executable, "-m", "cpu2gpu", "check", "--exit-zero", "--quiet"]
     plan = {
         "import libcst": [sys.executable, "-c", IMPORT_ONLY["libcst"]],
@@ -198,15 +205,20 @@ def main() -> None:
                         help="also a project tree of COPIES copies of fixtures/projects (bench_project.py's)")
     parser.add_argument("--processes-only", action="store_true", help="only the whole-process table(s)")
     parser.add_argument("--tool", type=Path, help="a folder holding another copy of the cpu2gpu package to time")
+    parser.add_argument("--bytecode", action="store_true",
+                        help="every process with its modules' bytecode cached (in a scratch folder), as an "
+                             "installed package runs; without it, as the environment says (a checkout under "
+                             "PYTHONDONTWRITEBYTECODE=1 compiles cpu2gpu's sources in every process)")
     options = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="cpu2gpu-inputs-") as inputs:
+        bytecode = Path(inputs) / "pycache" if options.bytecode else None
         folders = options.folders or (materialise_examples(Path(inputs)) if options.examples else default_folders())
         if not options.processes_only:
             for folder in folders:
                 bench_in_process(str(folder), files_in([folder]), options.repeat)
             if len(folders) > 1:
                 bench_in_process("all folders", files_in(folders), options.repeat)
-        bench_processes(", ".join(f.name for f in folders), folders, options.repeat, options.tool)
+        bench_processes(", ".join(f.name for f in folders), folders, options.repeat, options.tool, bytecode)
         if options.project:
             sys.path.insert(0, str(Path(__file__).resolve().parent))
             from bench_project import build_tree
@@ -215,7 +227,7 @@ def main() -> None:
             tree.mkdir()
             build_tree(tree, options.project)
             bench_processes(f"project mode ({options.project} copies of fixtures/projects)", [tree],
-                            options.repeat, options.tool)
+                            options.repeat, options.tool, bytecode)
 
 
 if __name__ == "__main__":
