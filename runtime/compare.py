@@ -130,12 +130,11 @@ def batching_differs(ref: dict, other: dict) -> dict | None:
 def compare(ref: dict, other: dict, rtol: float | None = None) -> dict:
     """Compare the losses of two child results."""
     mode = other.get("mode", "cpu")
-    batching = batching_differs(ref, other)
     if other.get("device_rng") or ref.get("device_rng"):
         res = trend(ref["losses"], other["losses"])
         res["note"] = ("the run draws from the device RNG (e.g. dropout on the device), so its random "
                        "numbers differ from the CPU's: compared by trend, not step by step")
-    elif batching is not None:
+    elif (batching := batching_differs(ref, other)) is not None:
         res = trend(ref["losses"], other["losses"])
         res["note"] = (f"the script makes its DataLoader at {batching['file']}:{batching['line']} otherwise on the "
                        f"device ({batching['what']} {batching['value']} against {batching['reference']}): other "

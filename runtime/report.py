@@ -138,17 +138,17 @@ def _pass_lines(report: dict) -> list:
     for c in report["comparisons"]:
         if c["compared"] == 0:
             continue
-        grew = (f"; within {c['rtol']:g} x the step number only: rounding differences of another summation "
-                f"order add up over the steps" if c.get("tolerance_grew") else "")
-        how = (f"the same losses over {c['compared']} steps (max rel diff {c['max_rel_diff']:.2g}{grew})"
-               if c["method"] == "step" else distributed_report.how_alike(c) if c["method"] == "distributed"
-               else f"the same loss trend over {c['compared']} steps")
         if c.get("reference_flat"):  # nothing to hold it to: say what was shown, and what was not
             lines.append(f"  learns the same: not shown: {c['reference']} hardly moved over {c['compared']} steps "
                          f"({c['reference_first']:.4g} -> {c['reference_last']:.4g}) and {c['run']} draws other "
                          f"random numbers; it does not diverge ({c['first']:.4g} -> {c['last']:.4g}); "
                          f"more steps (--max-steps) give a trend to compare")
             continue
+        grew = (f"; within {c['rtol']:g} x the step number only: rounding differences of another summation "
+                f"order add up over the steps" if c.get("tolerance_grew") else "")
+        how = (f"the same losses over {c['compared']} steps (max rel diff {c['max_rel_diff']:.2g}{grew})"
+               if c["method"] == "step" else distributed_report.how_alike(c) if c["method"] == "distributed"
+               else f"the same loss trend over {c['compared']} steps")
         lines.append(f"  learns the same: {c['run']} has {how} as {c['reference']}")
     return lines
 

@@ -89,8 +89,7 @@ def _cpu_chosen_cause(spec, choice: dict) -> str:
     if flags:
         options = " or ".join(f["option"] for f in flags)
         helps = "; ".join(f"{f['option']}: {f['help']}" for f in flags if f["help"])
-        cause += (f"; its option {options} picks the accelerator and was not given ({helps})" if helps
-                  else f"; its option {options} picks the accelerator and was not given")
+        cause += f"; its option {options} picks the accelerator and was not given" + (f" ({helps})" if helps else "")
         given = " ".join([spec.script, *map(str, spec.args), flags[0]["option"]])
         cause += f": pass it to the script (cpu2gpu verify {given})"
     else:

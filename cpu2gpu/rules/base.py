@@ -119,11 +119,6 @@ def parsed(code: str) -> Build:
     return lambda _node: cst.parse_expression(code)
 
 
-def replacement(new: cst.CSTNode) -> Build:
-    """``new`` (built ahead), in place of the node."""
-    return lambda _node: new
-
-
 def follows_input(facts: Facts, value) -> bool:
     """A tensor made in a plain function whose input tensor is on the device: it takes that device."""
     return value.context == "function" and value.input_value is not None \

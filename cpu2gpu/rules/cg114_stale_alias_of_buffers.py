@@ -10,8 +10,8 @@ import libcst as cst
 from ..analysis import classdefs
 from ..analysis import torchapi as api
 from ..analysis.facts import Facts
-from ..rewrite.fixes import Fix, Replace
-from .base import Hit, Invalid, Rule, RuleContext, replacement
+from ..rewrite.fixes import Fix, replaced_by
+from .base import Hit, Invalid, Rule, RuleContext
 
 _MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "sort",
                        "reverse"})
@@ -87,7 +87,7 @@ class StaleAliasOfBuffers(Rule):
                 if alias.mutated:
                     message += " (it is changed after `__init__`, so the fix is yours: look the tensors up by name)"
                 else:
-                    fix = Fix([Replace(node, replacement(new)) for node, new in alias.replacements])
+                    fix = Fix([replaced_by(node, new) for node, new in alias.replacements])
                 yield self.hit(alias.value, fix, message)
 
 

@@ -6,8 +6,8 @@ from typing import Iterator, Optional, cast
 
 import libcst as cst
 
-from ..rewrite.fixes import Fix, Replace, uses_accelerator_style
-from .base import Build, Hit, Invalid, Rule, RuleContext, replacement
+from ..rewrite.fixes import Fix, Replace, replaced_by, uses_accelerator_style
+from .base import Build, Hit, Invalid, Rule, RuleContext
 
 # torch.cuda.X -> torch.accelerator.Y, where both raise (or both answer 0) without a GPU: the same
 # program on every machine.
@@ -210,7 +210,7 @@ class CudaCallInAcceleratorScript(Rule):
         if torch_name is None:  # torch is not imported as a module: the generic form cannot be spelled
             return None
         func = cst.parse_expression(torch_name + generic[len("torch"):])
-        return Fix([Replace(call.func, replacement(func))])
+        return Fix([replaced_by(call.func, func)])
 
     @staticmethod
     def _amp(ctx: RuleContext, call: cst.Call, generic: str, torch_name: Optional[str],

@@ -163,8 +163,8 @@ class _Jobs(collections.abc.Sequence):
     for its job (in process), so that only one project's trees live at a time and each is freed once
     its file is checked, instead of every project's living to the end of the run."""
 
-    def __init__(self, pending: list, projects: ProjectSet, in_process: bool) -> None:
-        self.pending, self.projects, self.in_process = pending, projects, in_process
+    def __init__(self, pending: list, projects: ProjectSet) -> None:
+        self.pending, self.projects = pending, projects
         self.seeds: dict[str, Seeds] = {}
         self.parsed: dict = {}
         self.read: set = set()  # the roots whose seeds are read
@@ -178,9 +178,9 @@ class _Jobs(collections.abc.Sequence):
         if root is not None and root not in self.read:
             self.read.add(root)
             group = [other for _, other, _, _ in self.pending if self.projects.root_of(other) == root]
-            self.seeds.update(self.projects.seeds(group, self.parsed if self.in_process else None))
+            self.seeds.update(self.projects.seeds(group, self.parsed))
             self.projects.release(root)
-        known = _same_module(self.parsed.pop(path, None), data) if self.in_process else None
+        known = _same_module(self.parsed.pop(path, None), data)
         return path, data, self.seeds.get(path, NO_SEEDS), known
 
 
@@ -269,7 +269,7 @@ def _check_targets(targets: Sequence[Target], rules: Sequence[Rule], jobs: int, 
     codes = [rule.code for rule in rules]
     explicit = [rule.code for rule in rules if rule.selected_explicitly]
     in_process = workers_for(jobs, len(pending)) == 1
-    jobs_list = _Jobs(pending, projects, True)
+    jobs_list = _Jobs(pending, projects)
     del projects
     initargs = (codes, explicit, device_expression)
     if in_process:
