@@ -10,8 +10,10 @@ item if an optimizer step ran since its last one (a training loop, or an epoch l
 and the code after it runs. Loops that take no step (evaluation, a loop over timesteps in
 ``forward``) are never cut. A DataLoader keeps its own pass (stepcap), unwrapped.
 
-``while`` loops are left as they are: a step after the cap that no pass drives still ends the run,
-and the report says where.
+A ``while`` loop gets the same: its test is compiled as ``_cpu2gpu_while(KEY) and (test)`` on the same
+line, after a ``_cpu2gpu_while_enter(KEY)`` that starts a new pass each time the loop is entered, so
+a ``while step < n:`` training loop ends at its next test once the cap is reached and a step ran in
+its last iteration.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import runpy
 import sys
 
 WRAPPER = "_cpu2gpu_capped"
+WHILE_GATE = "_cpu2gpu_while"
+WHILE_ENTER = "_cpu2gpu_while_enter"
 
 
 class _WrapForLoops(ast.NodeTransformer):
@@ -33,6 +37,17 @@ class _WrapForLoops(ast.NodeTransformer):
         node.iter = ast.copy_location(call, node.iter)
         ast.copy_location(call.func, node.iter)
         return node
+
+    def visit_While(self, node: ast.While) -> list:
+        self.generic_visit(node)
+        key = ast.Constant(f"{node.lineno}:{node.col_offset}")
+        gate = ast.Call(func=ast.Name(WHILE_GATE, ast.Load()), args=[key], keywords=[])
+        node.test = ast.copy_location(ast.BoolOp(op=ast.And(), values=[gate, node.test]), node.test)
+        ast.copy_location(gate, node.test)
+        ast.copy_location(gate.func, node.test)
+        ast.copy_location(key, node.test)
+        enter = ast.Expr(ast.Call(func=ast.Name(WHILE_ENTER, ast.Load()), args=[key], keywords=[]))
+        return [ast.copy_location(enter, node), node]
 
 
 def compile_capped(source: bytes, path: str):
@@ -67,8 +82,42 @@ class _CappedIterator:
         return item
 
 
+class _WhileLoop:
+    """One entry into a while loop: what the step cap counts as its pass."""
+
+    __slots__ = ("_cpu2gpu_pass", "__weakref__")
+
+
 _CAP = None
 _LOADER_ITER: tuple = ()
+# The while loop each frame is in, by the loop's place: entered anew each time the loop starts.
+_WHILES: dict = {}
+
+
+def while_enter(key) -> None:
+    _WHILES[(id(sys._getframe(1)), key)] = _WhileLoop()
+
+
+def while_gate(key) -> bool:
+    """Whether the while loop at `key` of the calling frame may test its condition (False: the cap ends it)."""
+    cap = _CAP
+    if cap is None:
+        return True
+    frame = sys._getframe(1)
+    loop = _WHILES.get((id(frame), key))
+    if loop is None:
+        loop = _WHILES[(id(frame), key)] = _WhileLoop()
+    p = cap.gate(loop, frame, generic=True, looping=True)
+    if p is None:
+        del _WHILES[(id(frame), key)]
+        return False
+    cap.on_batch(p, frame, looping=True)
+    return True
+
+
+def active() -> bool:
+    """Whether the step cap is installed in this process (the loops of code compiled now get capped)."""
+    return _CAP is not None
 
 
 def capped(iterable):
@@ -111,6 +160,8 @@ def install(cap, is_user_file) -> None:
     _LOADER_ITER = (dataloader._BaseDataLoaderIter,)
     stepcap._CAPPED_NEXT[0] = _CappedIterator.__next__.__code__
     setattr(builtins, WRAPPER, capped)
+    setattr(builtins, WHILE_GATE, while_gate)
+    setattr(builtins, WHILE_ENTER, while_enter)
     sys.meta_path.insert(0, _UserFiles(is_user_file))
 
 

@@ -188,6 +188,7 @@ def main(argv=None) -> int:
     missing_package = None  # a package the script imports that is not installed here
     stop_reason = None  # why --max-steps had to end the run (stepcap)
     t_script = time.perf_counter()
+    rec.lines.start()
     try:
         if is_notebook(script):
             namespace = notebookrun.run(script)
@@ -225,6 +226,7 @@ def main(argv=None) -> int:
         except Exception as inner:
             diagnosis = {"cause": f"(diagnosis failed: {inner!r})", "rule": None, "rule_name": None, "where": None}
         namespace = _script_globals(tb, script)
+    rec.lines.stop()
     t_end = time.perf_counter()
     cap = None
     if rec.cap is not None:
@@ -235,10 +237,12 @@ def main(argv=None) -> int:
         progress_writer.write(end=True)
 
     cuda_queries = 0
+    mirrored_draws = 0
     if opts.mode in ("sim", "sim-mps"):
         from . import sim
 
-        device_rng = sim.rng_draws() > 0
+        device_rng = False  # the simulated device's draws come from the CPU generator (sim: mirrored)
+        mirrored_draws = sim.mirrored()
         cuda_queries = sim.cuda_queries
     elif cuda_drew is not None:  # set exactly when opts.mode is "cuda"
         device_rng = cuda_drew()
@@ -269,6 +273,7 @@ def main(argv=None) -> int:
         "exception": exception,
         "diagnosis": diagnosis,
         "device_rng": device_rng,
+        "mirrored_draws": mirrored_draws,
         "cuda_queries": cuda_queries,
         "seed": opts.seed,
         "script_seconds": t_end - t_script,
@@ -276,6 +281,9 @@ def main(argv=None) -> int:
         "torch": torch.__version__,
         "device_name": _device_label(opts.mode, torch),
         "cap": cap,
+        "script_shown": display(script),
+        "lines": rec.lines.by_file(display),
+        "sources": _sources(rec.lines, display),
     }
     if device_choice is not None and (device_choice.moved_to_cpu or device_choice.flags_off):
         result["device_choice"] = device_choice.report(display)
@@ -296,6 +304,19 @@ def main(argv=None) -> int:
         json.dump(result, f)
     os.replace(tmp, opts.result)
     return 0 if status in ("ok", "max_steps") else 1
+
+
+def _sources(lines, display) -> dict:
+    """{shown path: its text's lines} of each user file that ran: what the parent maps the lines of
+    the original onto the migrated files with (the rewrite adds and changes lines)."""
+    import linecache
+
+    out = {}
+    for filename in {f for f, _ in lines.seen}:
+        text = linecache.getlines(filename)
+        if text:
+            out[display(filename)] = [line.rstrip("\r\n") for line in text]
+    return out
 
 
 def _needs_data(exc, setup, opts, display, exception):

@@ -8,7 +8,7 @@ INSTALL_HINT = "cpu2gpu verify needs PyTorch: pip install 'cpu2gpu[runtime]'"
 # The verdict's exit code. "needs-data": a run stopped on data that is not here (a download
 # that failed; with --synthetic-data, a missing file too), so the migration could not be judged:
 # neither pass nor fail. "error" also covers a package the script imports that is not installed.
-EXIT_CODES = {"pass": 0, "fail": 1, "error": 2, "needs-data": 3}
+EXIT_CODES = {"pass": 0, "fail": 1, "unproven": 1, "error": 2, "needs-data": 3}
 
 
 @click.command(

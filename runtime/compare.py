@@ -47,30 +47,50 @@ def _close(a: float, b: float, rtol: float, atol: float) -> bool:
     return abs(a - b) <= atol + rtol * max(abs(a), abs(b))
 
 
-def step_by_step(ref: list, other: list, rtol: float, atol: float | None = None) -> dict:
+# A measured band (two CPU runs of the original, one perturbed by an ulp: band.py) is widened by this
+# factor: the device sums in another order at every op of every step, the perturbed run only once.
+BAND_FACTOR = 10.0
+
+
+def step_by_step(ref: list, other: list, rtol: float, atol: float | None = None, band: list | None = None) -> dict:
     """Step by step, numpy.isclose-style; atol defaults to rtol times the reference's loss scale.
 
     The tolerance grows with the step: at step k it is k times rtol (and atol). Two runs that sum in
     another order (the simulated RNN kernels, a GPU's reductions) start a rounding apart, and
     training carries that difference on, step after step; a placement bug parts them by far more.
+    With a measured `band` (the relative divergence of two CPU runs of the original, step by step),
+    the tolerance at step k is at least BAND_FACTOR times the band's largest value up to k: the
+    original's own sensitivity to rounding, which a fixed constant cannot know.
     """
     n = min(len(ref), len(other))
+    scale = loss_scale(ref[:n])
     if atol is None:
-        atol = max(ATOL, rtol * loss_scale(ref[:n]))
+        atol = max(ATOL, rtol * scale)
     max_rel = 0.0
     first = None
     grown = False  # some step was within the grown tolerance only
+    widest = 0.0  # the band's largest value so far
+    by_band = False  # some step was within the measured band only
     for i in range(n):
         r = _rel(ref[i], other[i])
         max_rel = max(max_rel, r)
         k = i + 1
-        if first is None and not _close(ref[i], other[i], rtol * k, atol * k):
+        tol, tol_abs = rtol * k, atol * k
+        if band and i < len(band) and math.isfinite(band[i]):
+            widest = max(widest, band[i])
+        if BAND_FACTOR * widest > tol:
+            tol, tol_abs = BAND_FACTOR * widest, max(tol_abs, BAND_FACTOR * widest * scale)
+        if first is None and not _close(ref[i], other[i], tol, tol_abs):
             first = {"step": k, "reference": ref[i], "value": other[i], "rel_diff": r,
-                     "abs_diff": abs(ref[i] - other[i]), "tolerance": rtol * k}
+                     "abs_diff": abs(ref[i] - other[i]), "tolerance": tol}
         elif not _close(ref[i], other[i], rtol, atol):
             grown = True
-    return {"method": "step", "compared": n, "rtol": rtol, "atol": atol, "max_rel_diff": max_rel,
-            "first_divergence": first, "ok": first is None, "tolerance_grew": grown}
+            by_band = by_band or not _close(ref[i], other[i], rtol * k, atol * k)
+    out = {"method": "step", "compared": n, "rtol": rtol, "atol": atol, "max_rel_diff": max_rel,
+           "first_divergence": first, "ok": first is None, "tolerance_grew": grown}
+    if band is not None:
+        out["band"] = {"max": widest, "factor": BAND_FACTOR, "used": by_band}
+    return out
 
 
 def _means(xs: list):
@@ -127,13 +147,52 @@ def batching_differs(ref: dict, other: dict) -> dict | None:
     return None
 
 
-def compare(ref: dict, other: dict, rtol: float | None = None) -> dict:
-    """Compare the losses of two child results."""
+# The paired test over the steps: the device's own random numbers make the step-wise differences
+# scatter around zero when the runs learn alike; a placement bug shifts them one way.
+MIN_PAIRED_STEPS = 8
+PAIRED_T = 3.0
+REAL_DEVICES = ("cuda", "mps", "xpu")
+
+
+def paired(ref: list, other: list) -> dict:
+    """The trend, and, over MIN_PAIRED_STEPS or more steps, a paired t test of the step-wise differences:
+    a mean difference further than PAIRED_T standard errors from zero (and more than TREND_TOL of the
+    loss scale) is a divergence that the trend alone may miss."""
+    res = trend(ref, other)
+    n = res["compared"]
+    res["method"] = "paired"
+    if n < MIN_PAIRED_STEPS:
+        res["paired"] = None
+        return res
+    diffs = [b - a for a, b in zip(ref[:n], other[:n]) if math.isfinite(a) and math.isfinite(b)]
+    mean = sum(diffs) / len(diffs) if diffs else 0.0
+    var = sum((d - mean) ** 2 for d in diffs) / max(1, len(diffs) - 1)
+    stderr = math.sqrt(var / len(diffs)) if diffs else 0.0
+    t = mean / stderr if stderr > 0 else (0.0 if mean == 0 else math.inf)
+    shifted = abs(t) > PAIRED_T and abs(mean) > TREND_TOL * max(loss_scale(ref[:n]), ATOL)
+    res["paired"] = {"steps": len(diffs), "mean_diff": mean, "t": t, "limit": PAIRED_T}
+    if shifted and res["ok"]:
+        res["ok"] = False
+        res["first_divergence"] = {"step": n, "reference": res["reference_last"], "value": res["last"],
+                                   "rel_diff": res["tail_rel_diff"]}
+    return res
+
+
+def compare(ref: dict, other: dict, rtol: float | None = None, band: list | None = None) -> dict:
+    """Compare the losses of two child results; `band`: the original's measured sensitivity to rounding
+    (band.py), per step, or None."""
     mode = other.get("mode", "cpu")
     if other.get("device_rng") or ref.get("device_rng"):
-        res = trend(ref["losses"], other["losses"])
-        res["note"] = ("the run draws from the device RNG (e.g. dropout on the device), so its random "
-                       "numbers differ from the CPU's: compared by trend, not step by step")
+        if mode in REAL_DEVICES:
+            res = paired(ref["losses"], other["losses"])
+            res["note"] = ("the run draws from the device RNG (e.g. dropout on the GPU), so its random numbers "
+                           "differ from the CPU's: compared by trend and by a paired test of the step-wise "
+                           "differences" + ("" if res["paired"] else
+                                            f" once there are {MIN_PAIRED_STEPS} steps or more (--max-steps)"))
+        else:
+            res = trend(ref["losses"], other["losses"])
+            res["note"] = ("the run draws from the device RNG (e.g. dropout on the device), so its random "
+                           "numbers differ from the CPU's: compared by trend, not step by step")
     elif (batching := batching_differs(ref, other)) is not None:
         res = trend(ref["losses"], other["losses"])
         res["note"] = (f"the script makes its DataLoader at {batching['file']}:{batching['line']} otherwise on the "
@@ -141,7 +200,12 @@ def compare(ref: dict, other: dict, rtol: float | None = None) -> dict:
                        f"batches, compared by trend, not step by step")
         res["batching"] = batching
     else:
-        res = step_by_step(ref["losses"], other["losses"], rtol if rtol is not None else RTOL.get(mode, 1e-5))
+        res = step_by_step(ref["losses"], other["losses"], rtol if rtol is not None else RTOL.get(mode, 1e-5),
+                           band=band if rtol is None else None)
         res["note"] = None
+        if other.get("mirrored_draws"):
+            res["mirrored_draws"] = other["mirrored_draws"]
+            res["note"] = (f"its {other['mirrored_draws']} random draws on the simulated device were mirrored from "
+                           f"the CPU generator, as the original drew them: compared step by step")
     res["lengths"] = [len(ref["losses"]), len(other["losses"])]
     return res

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Callable
 import torch
 from torch.nn.utils.rnn import PackedSequence
 
+from .linetrace import Lines
+
 if TYPE_CHECKING:
     from .manualsteps import ManualSteps
     from .stepcap import StepCap
@@ -118,6 +120,7 @@ class Recorder:
         self.optimizers_seen: set[int] = set()
         self.trained_devices: set[str] = set()  # devices of the tensors the optimizers step
         self.cap: StepCap | None = None  # the StepCap of --max-steps
+        self.lines = Lines(self.is_user_file)  # the lines of the user's files that the run executes
         self.manual: ManualSteps | None = None  # the ManualSteps: updates by hand (w -= lr * w.grad) are steps too
         self.loaders: list[dict] = []  # the DataLoaders the user's code made, how each draws its batches
 

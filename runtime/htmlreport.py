@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 import math
 
-from .report import _EVENTS, _STATUS, _pass_lines, device_calls, run_rows, summary
+from .report import _EVENTS, _STATUS, _pass_lines, coverage_lines, device_calls, run_rows, summary
 
 WIDTH, HEIGHT = 900, 380
 LEFT, RIGHT, TOP, BOTTOM = 78, 24, 18, 48
@@ -33,7 +33,7 @@ code, .mono { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, mono
 .verdict { border-radius: 6px; padding: 10px 14px; border: 1px solid; }
 .verdict.pass { background: #e8f6ec; border-color: #2b9a48; }
 .verdict.fail, .verdict.error { background: #fbeaea; border-color: #d03a2c; }
-.verdict.needs-data { background: #fff5e0; border-color: #e07b00; }
+.verdict.needs-data, .verdict.unproven { background: #fff5e0; border-color: #e07b00; }
 .verdict strong { font-size: 18px; }
 .verdict ul { margin: 6px 0 2px; padding-left: 20px; }
 table { border-collapse: collapse; margin: 4px 0; }
@@ -233,6 +233,8 @@ def verdict_section(report: dict) -> str:
     for r in report["reasons"]:
         rule = f" — {r['rule']} ({r['rule_name']})" if r.get("rule") else ""
         items.append(f'<span class="reason">{e(r["run"])}: {e(r["cause"])}{e(rule)}</span>')
+    if v == "unproven":
+        items += [e(line.strip()) for line in coverage_lines(report)]
     if v != "pass":
         for run in report["runs"]:
             exc = run.get("exception")

@@ -65,8 +65,17 @@ def compile_cells(path: str) -> list:
         name = cell_filename(path, cell.number)
         text = cell.text if cell.text.endswith("\n") or not cell.text else cell.text + "\n"
         linecache.cache[name] = (len(text), None, text.splitlines(keepends=True), name)
-        codes.append(compile(_python(cell), name, "exec", dont_inherit=True))
+        codes.append(_compile(_python(cell), name))
     return codes
+
+
+def _compile(source: str, name: str):
+    """A cell's code, its loops capped as a script's are when --max-steps is on (cappedloops)."""
+    from . import cappedloops
+
+    if cappedloops.active():
+        return cappedloops.compile_capped(source.encode("utf-8"), name)
+    return compile(source, name, "exec", dont_inherit=True)
 
 
 def run(path: str) -> dict:

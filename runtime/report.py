@@ -54,6 +54,7 @@ def to_json(report: dict) -> str:
         "reasons": report["reasons"],
         "settings": report["settings"],
         "comparisons": report["comparisons"],
+        "coverage": report.get("coverage", []),
         "runs": [],
     }
     if report["settings"].get("synthetic_data") or report.get("needs_data"):  # a failed download needs no flag
@@ -63,7 +64,7 @@ def to_json(report: dict) -> str:
         for key in ("losses", "step_times", "backward_calls", "device_forward_calls", "cpu_forward_calls",
                     "trained_devices", "modules", "events", "exception", "diagnosis", "device_rng", "exit_code",
                     "wall_seconds", "stdout_tail", "stderr_tail", "workdir", "needs_data", "synthetic", "cap",
-                    "distributed", "missing_package"):
+                    "distributed", "missing_package", "mirrored_draws"):
             if key in run:
                 entry[key] = run[key]
         out["runs"].append(entry)
@@ -119,12 +120,6 @@ def device_calls(run: dict) -> str:
 def _pass_lines(report: dict) -> list:
     runs = report["runs"]
     lines = ["verdict: PASS"]
-    stopped = [r for r in runs if r["role"] == "migrated" and (r.get("cap") or {}).get("ended") in ("loop", "ceiling")]
-    if stopped:
-        at = (stopped[0]["cap"].get("stopped_at") or {})
-        place = f"{at.get('file')}:{at.get('line')}" if at.get("file") else "the cap"
-        lines = [f"verdict: PASS up to {place} only: the capped run stopped there, the code after it never ran "
-                 f"and is not proven"]
     dev = next((r for r in runs if r["mode"] in ("cuda", "sim", "sim-mps", "mps", "xpu")), None)
     if dev:
         if dev["device_forward_calls"] or not dev.get("trained_devices"):
@@ -135,6 +130,7 @@ def _pass_lines(report: dict) -> list:
     cpu = next((r for r in runs if r["mode"] == "cpu" and r["role"] == "migrated"), None)
     if cpu:
         lines.append(f"  falls back to the CPU: {cpu['label']} runs")
+    lines += coverage_lines(report)
     for c in report["comparisons"]:
         if c["compared"] == 0:
             continue
@@ -151,6 +147,17 @@ def _pass_lines(report: dict) -> list:
                else f"the same loss trend over {c['compared']} steps")
         lines.append(f"  learns the same: {c['run']} has {how} as {c['reference']}")
     return lines
+
+
+def coverage_lines(report: dict) -> list:
+    """'every line ran: N of M lines the original ran were run in ...' per migrated run."""
+    out = []
+    for c in report.get("coverage", ()):
+        aside = (f"; {c['set_aside']} in branches on the device (if torch.cuda.is_available() ...) set aside"
+                 if c["set_aside"] else "")
+        out.append(f"  every line ran: {c['reached']} of {c['ran']} lines that {c['reference']} ran were run in "
+                   f"{c['run']}{aside}")
+    return out
 
 
 def _synthetic_lines(report: dict) -> list:
@@ -236,6 +243,9 @@ def to_text(report: dict) -> str:
     else:
         if v == "fail":
             out.append("verdict: FAIL")
+        elif v == "unproven":
+            out.append("verdict: UNPROVEN — the migrated runs learn what the original learned, but not over all "
+                       "of its code:")
         elif any(r.get("missing_package") for r in report["reasons"]):
             out.append("verdict: ERROR — a package the script imports is not installed here, so no verdict about "
                        "the migration can be reached")
@@ -247,6 +257,8 @@ def to_text(report: dict) -> str:
         for r in report["reasons"]:
             rule = f" \u2014 {r['rule']} ({r['rule_name']})" if r.get("rule") else ""
             out.append(f"  {r['run']}: {r['cause']}{rule}")
+        if v == "unproven":
+            out += coverage_lines(report)
         for run in report["runs"]:
             exc = run.get("exception")
             if exc and run["status"] not in ("ok", "max_steps") and exc.get("message"):

@@ -36,11 +36,15 @@ _sim0: torch.device  # the real (C++) device of every SimTensor, set by install(
 _kind = "cuda"
 _nominal = CUDA0  # what SimTensor.device reports: cuda:0 or mps:0
 
-# The device RNG: real CUDA draws from its own generator (Philox), never from the
-# CPU one, so a draw on the device must not move the CPU generator either.
+# The device RNG. Real CUDA draws from its own generator (Philox), so a migration that draws on the
+# device (torch.randn(..., device=device), dropout) gets other numbers than the CPU original. The
+# simulated device instead mirrors the draws: its random kernels run on the CPU generator, in the
+# order the script draws, so such a migration gets the original's numbers and compares step by step.
+# torch.cuda's seeding and RNG state functions keep a generator of their own (_device_gen), which
+# draws nothing: the CPU original ignores them as well.
 _device_gen = torch.Generator()
 _DEVICE_SEED_SALT = 0x5DEECE66D
-device_rng_draws = 0
+mirrored_draws = 0  # random kernels run on the simulated device, drawn from the CPU generator
 
 _MISMATCH = "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
 _NUMPY = "can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first."
@@ -332,19 +336,11 @@ def _bump_written_lists(func, args, kwargs):
 
 
 def _on_device_rng(func, args, kwargs):
-    """Draw from the device generator, leaving the CPU generator as it was."""
-    global device_rng_draws
-    device_rng_draws += 1
-    if kwargs.get("generator") is not None:
-        return func(*args, **kwargs)
-    cpu = torch.default_generator
-    saved = cpu.get_state()
-    cpu.set_state(_device_gen.get_state())
-    try:
-        return func(*args, **kwargs)
-    finally:
-        _device_gen.set_state(cpu.get_state())
-        cpu.set_state(saved)
+    """A random kernel on the device: drawn from the CPU generator, as the CPU original draws (mirrored)."""
+    global mirrored_draws
+    if kwargs.get("generator") is None:
+        mirrored_draws += 1
+    return func(*args, **kwargs)
 
 
 # -- ops that need more than unwrap-and-check ---------------------------------
@@ -1116,8 +1112,9 @@ def seed(seed: int) -> None:
     _seed_device(seed)
 
 
-def rng_draws() -> int:
-    return device_rng_draws
+def mirrored() -> int:
+    """How many random kernels ran on the simulated device, drawn from the CPU generator."""
+    return mirrored_draws
 
 
-__all__ = ["install", "SimTensor", "BACKEND", "rng_draws", "seed"]
+__all__ = ["install", "SimTensor", "BACKEND", "mirrored", "seed"]

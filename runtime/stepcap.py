@@ -16,18 +16,17 @@ placement bugs live. So after N steps the training is capped, not stopped:
 - Steps after the cap do nothing: the optimizer is called with its gradients
   hidden (it skips parameters without one) and the step is not counted. Every
   run trains exactly N steps and records N losses, so --against compares.
+- Every loop of the user's files (cappedloops: ``for`` over anything, ``while``) is a pass too: once
+  the cap is reached, a loop in which a step ran since its last iteration (the training loop, or an
+  epoch loop around one, nested or not) ends at its next iteration, and the code after it runs.
+  Loops that take no step (evaluation, a loop over timesteps in ``forward``) are never cut.
 - What cannot be run dry ends the run as --max-steps always did (StopRun),
-  and the result says which: a step after the cap that no live pass over a
-  DataLoader drives ("loop": ``for step in range(...)`` over tensors, batches
-  kept in a list, ``next(it)`` called by hand, where ending the iterator would
-  raise in a correct script), or training that goes on after the cap for more
-  than CEILING backward passes or steps ("ceiling": thousands of one-batch
-  epochs of a ``while`` loop). A ``for`` epoch loop of the user's files
-  (cappedloops) ends at its next epoch once the steps skipped after the cap
-  reach half the CEILING, so ``for epoch in range(80)`` reaches the code after it.
+  and the result says which: a step after the cap that no live loop drives ("loop": a loop in a
+  library's code, ``next(it)`` called by hand, where ending the iterator would raise in a correct
+  script), or training that goes on after the cap for more than CEILING backward passes or steps
+  ("ceiling"). Such a run proves nothing after that line (verify says so).
 
-Only ``for`` loops (and comprehensions, ``enumerate``, ``zip``...) see a pass
-end: an explicit ``next()`` is never answered with StopIteration by the cap.
+An explicit ``next()`` is never answered with StopIteration by the cap.
 """
 
 from __future__ import annotations
@@ -77,7 +76,7 @@ class Loop:
 
 
 class Pass:
-    __slots__ = ("loop", "iterator", "mark", "after_cap", "ended", "explicit", "generic", "undriven_mark")
+    __slots__ = ("loop", "iterator", "mark", "after_cap", "ended", "explicit", "generic")
 
     def __init__(self, loop: Loop, it, generic: bool = False):
         self.loop = loop
@@ -86,8 +85,7 @@ class Pass:
         self.after_cap = 0  # batches yielded after the cap
         self.ended = False
         self.explicit = False  # its last batch came from an explicit next()
-        self.generic = generic  # a for loop over anything else (cappedloops): no evaluation budget
-        self.undriven_mark: int | None = None  # StepCap.undriven at its last item
+        self.generic = generic  # a for or while loop of the user's code (cappedloops): no evaluation budget
 
 
 class StepCap:
@@ -104,12 +102,10 @@ class StepCap:
         self.stopped_at = None
         self.loops: dict = {}
         self.generic_loops: dict = {}  # the other for loops (cappedloops)
-        self.undriven = 0  # steps (counted or skipped) that no DataLoader pass drove
-        self._skipping_undriven = False
         self._latest: Pass | None = None  # the pass that yielded the latest batch
         self._latest_generic: Pass | None = None  # the for loop over anything else that yielded the latest item
         self._hidden: list = []
-        self.lines = Lines(rec.is_user_file)
+        self.lines: Lines = rec.lines
 
     # -- loaders -------------------------------------------------------------
 
@@ -130,28 +126,24 @@ class StepCap:
         setattr(it, _PASS, p)
         return p
 
-    def gate(self, it, frame, generic: bool = False) -> Pass | None:
-        """The pass `it` belongs to, or None when the cap ends it here."""
+    def gate(self, it, frame, generic: bool = False, looping: bool | None = None) -> Pass | None:
+        """The pass `it` belongs to, or None when the cap ends it here. `looping`: whether a loop asks
+        for its next item (default: whether a for loop advances the iterator, not an explicit next())."""
         p = getattr(it, _PASS, None) or self.new_pass(it, frame, generic)
-        if self.capped and _in_for_loop(frame):
-            if p.generic:  # cut only by steps that no DataLoader pass drives: those run dry on their own
-                stepped = p.undriven_mark is not None and self.undriven > p.undriven_mark
-                # ... or, a loop around training (its last item took a step: an epoch loop of one-batch
-                # epochs), once the steps skipped after the cap reach half the ceiling: `for epoch in
-                # range(80)` then ends before the ceiling would stop the run, and the code after it runs
-                stepped = stepped or (self.skipped >= self.ceiling // 2 and p.mark is not None
-                                      and self.step_events > p.mark)
-            else:
-                stepped = p.mark is not None and self.step_events > p.mark
+        if looping is None:
+            looping = _in_for_loop(frame)
+        if self.capped and looping:
+            # A training loop, nested or not: a step ran since its last item (in it, or in a loop inside
+            # it: an epoch loop around a DataLoader pass). It ends here and the code after it runs.
+            stepped = p.mark is not None and self.step_events > p.mark
             if p.ended or stepped or (not p.generic and p.after_cap >= EVAL_BATCHES):
                 p.ended = True
                 return None
         return p
 
-    def on_batch(self, p: Pass, frame) -> None:
+    def on_batch(self, p: Pass, frame, looping: bool | None = None) -> None:
         p.mark = self.step_events
-        p.undriven_mark = self.undriven
-        p.explicit = not _in_for_loop(frame)
+        p.explicit = not (_in_for_loop(frame) if looping is None else looping)
         p.loop.batches += 1
         if self.capped:
             p.after_cap += 1
@@ -199,7 +191,6 @@ class StepCap:
                     self._hidden.append((p, p.grad))
                     p.grad = None
         self.suppressing = True
-        self._skipping_undriven = self._driving_of(self._latest) is None
         driver.loop.skipped_steps += 1
         return None
 
@@ -211,7 +202,6 @@ class StepCap:
             self._stop("loop", frame)
         if self.skipped >= self.ceiling:
             self._stop("ceiling", frame)
-        self._skipping_undriven = self._driving_of(self._latest) is None
         driver.loop.skipped_steps += 1
         self.end_skipped()
 
@@ -223,14 +213,10 @@ class StepCap:
         self.suppressing = False
         self.skipped += 1
         self.step_events += 1
-        if self._skipping_undriven:
-            self.undriven += 1
 
     def counted(self, frame) -> None:
         """After a counted step: note it; the N-th caps the training."""
         driver = self._driving()
-        if self._driving_of(self._latest) is None:
-            self.undriven += 1
         self.step_events += 1
         if driver is not None:
             driver.loop.steps += 1
@@ -240,7 +226,7 @@ class StepCap:
         self.at = self.rec.user_location(frame)
         if driver is None:  # nothing to run dry: end here, as --max-steps always did
             self._stop("loop", frame)
-        self.lines.start(frame)
+        self.lines.mark_cap(frame)
 
     def on_backward(self) -> None:
         """A backward pass after the cap: training that goes on; bounded."""
@@ -265,7 +251,7 @@ class StepCap:
             "max_steps": self.max_steps, "reached": self.capped, "ended": ended,
             "at": place(self.at), "stopped_at": place(self.stopped_at),
             "skipped_steps": self.skipped, "backward_after_cap": self.backward_after, "ceiling": self.ceiling,
-            "lines_after_cap": len(self.lines.seen),
+            "lines_after_cap": len(self.lines.after),
             "loops": [loop.as_dict(display) for loop in self.loops.values()],
         }
 

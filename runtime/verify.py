@@ -6,7 +6,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 from . import compare as cmp
-from . import distributed
+from . import distributed, reach
 from .notebookrun import is_notebook
 from .runner import RunSpec, run
 
@@ -184,12 +184,53 @@ def judge(specs: list, results: list, rtol=None) -> dict:
                              f"against {d['reference']:.6g}")
                 reasons.append(_reason(spec, cause))
 
+    coverage: list[dict] = []
+    unproven: list[dict] = []
+    if ref_spec is not None and ref is not None and ref["status"] in OK:
+        for spec, res in zip(specs, results):
+            if spec is ref_spec or spec.role != "migrated" or spec.nproc or res["status"] not in OK:
+                continue
+            cov = reach.reached(ref, res)
+            if cov is None:
+                continue
+            cov.update({"run": spec.label, "reference": ref_spec.label})
+            coverage.append(cov)
+            if cov["missing_count"]:
+                unproven.append(dict(_reason(
+                    spec, f"{cov['missing_count']} of the {cov['ran']} lines that {ref_spec.label} ran did not run in "
+                          f"{spec.label}, so they are not proven: {_missing_lines(cov)}",
+                    where={"file": cov["missing"][0]["file"], "line": cov["missing"][0]["line"]}), unproven=True))
+    for spec, res in zip(specs, results):
+        stop = _cap_stop(res) if spec.role == "migrated" else None
+        if stop is not None:
+            unproven.append(dict(_reason(spec, stop, where=(res["cap"].get("stopped_at") or None)), unproven=True))
+
     needs = needed_data(specs, results)
     data_reasons = [_reason(spec_of(specs, n["runs"][0]), f"needs data: {n['path']}{_hint(n, results)}",
                             where=n.get("where")) for n in needs]
-    verdict = "error" if errors else ("fail" if reasons else ("needs-data" if needs else "pass"))
-    return {"verdict": verdict, "reasons": errors + reasons + data_reasons, "comparisons": comparisons,
-            "needs_data": needs}
+    verdict = ("error" if errors else "fail" if reasons else "needs-data" if needs
+               else "unproven" if unproven else "pass")
+    return {"verdict": verdict, "reasons": errors + reasons + data_reasons + unproven, "comparisons": comparisons,
+            "needs_data": needs, "coverage": coverage}
+
+
+def _missing_lines(c: dict) -> str:
+    shown = [f"{m['file']}:{m['line']}" + (f" ({m['source'][:60]})" if m["source"] else "") for m in c["missing"][:3]]
+    more = c["missing_count"] - len(shown)
+    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
+
+
+def _cap_stop(res: dict) -> str | None:
+    """Why a run capped by --max-steps proves nothing after a line: the cap had to end the run there."""
+    cap = res.get("cap") or {}
+    if res["status"] not in OK or cap.get("ended") not in ("loop", "ceiling"):
+        return None
+    at = cap.get("stopped_at") or {}
+    place = f"{at['file']}:{at['line']}" if at.get("file") else "the cap"
+    why = ("a step that no loop of the script's own code drives" if cap["ended"] == "loop"
+           else f"training that went on for more than {cap['ceiling']} steps after the cap")
+    return (f"the capped run had to stop at {place} ({why}): the code after it never ran, so it is not proven; "
+            f"more steps (--max-steps) or none let it run")
 
 
 def _missing_package_reason(spec: RunSpec, missing: dict) -> dict:
