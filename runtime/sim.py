@@ -494,6 +494,18 @@ def _to_copy_kernel(x, dtype=None, layout=None, device=None, pin_memory=None, no
     return SimTensor(aten._to_copy.default(x, dtype=dtype, memory_format=memory_format))
 
 
+def _local_scalar_dense_kernel(x):
+    # Every scalar read (item, int, float, bool, __index__) ends in _local_scalar_dense. torch builds a
+    # tensor from Python data (torch.tensor([t, ...]), as_tensor, new_tensor, torch.LongTensor([[t]]))
+    # below the Python dispatch key, so that dispatch modes do not see it, and reads each element that
+    # is a tensor with item(): a device element arrives here, not in __torch_dispatch__. Real CUDA
+    # copies it to the host.
+    if not isinstance(x, SimTensor):  # no values to read: the simulation's limit, as before
+        raise NotImplementedError(f"Could not run 'aten::_local_scalar_dense' with arguments from the "
+                                  f"'{BACKEND}' backend.")
+    return aten._local_scalar_dense.default(x._e)
+
+
 # -- Python entry points that name a device -------------------------------------
 
 
@@ -1062,6 +1074,7 @@ def install(kind: str = "cuda") -> None:
     lib.impl("empty.memory_format", _empty, "PrivateUse1")
     lib.impl("empty_strided", _empty_strided, "PrivateUse1")
     lib.impl("_to_copy", _to_copy_kernel, "PrivateUse1")
+    lib.impl("_local_scalar_dense", _local_scalar_dense_kernel, "PrivateUse1")
     _aten_lib = lib  # kept alive: dropping it unregisters the kernels
 
     T: Any = torch.Tensor  # patched
