@@ -35,6 +35,10 @@ _NO_CUDA_MARKERS = (
     "Cannot initialize CUDA without ATen_cuda library",
 )
 _NAME = re.compile(r"(?<![\w.'\"])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+# An item of a container read on the line: `batch[0]`, `inputs["x"]`, `self.scales[i]` (a literal or one name).
+_ITEM = re.compile(r"(?<![\w.'\"])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\[\s*(-?\d+|'[^'\\]*'|\"[^\"\\]*\"|[A-Za-z_]\w*)\s*\]")
+# A tensor made from host data on the line (no name holds it): torch.from_numpy(a), torch.tensor(np_array).
+_CONVERSION = re.compile(r"\b(?:from_numpy|as_tensor|tensor|Tensor|FloatTensor|LongTensor)\(")
 # torch.cuda._lazy_init in a process forked after CUDA was initialised (the simulator raises the same).
 _BAD_FORK = "Cannot re-initialize CUDA in forked subprocess"
 # A frame of a traceback as text: a DataLoader re-raises a worker's exception with the worker's
@@ -90,6 +94,8 @@ def subject(fr: "_Frame", name: str, kind: str, rec=None, device_tensor: str | N
         out["batches"] = sorted(n for n, v in frame.f_locals.items() if _is_cpu(v) and rec.is_batch(v))
     elif kind == "tensor":  # the CPU tensors of the frame: a loop that binds several moves them at once
         out["cpu_tensors"] = sorted(n for n, v in frame.f_locals.items() if _is_cpu(v))
+    if isinstance(value, torch.Tensor) and value.is_leaf and value.requires_grad:
+        out["leaf"] = True  # trained as it is: .to() would give a copy that is not a leaf
     if frame is not fr.frame:
         return out
     if kind == "attribute":
@@ -149,6 +155,32 @@ class _Frame:
                 ok, value = self._resolve(parts[:k])
                 if ok:
                     yield name, value
+        for m in _ITEM.finditer(self.text):
+            expression = m.group(0)
+            if expression in seen:
+                continue
+            seen.add(expression)
+            ok, value = self._item(m.group(1), m.group(2))
+            if ok:
+                yield expression, value
+
+    def _item(self, container: str, key: str):
+        """The item of a plain list, tuple or dict (nothing of the user's runs to read it)."""
+        ok, held = self._resolve(container.split("."))
+        if not ok or type(held) not in (list, tuple, dict):
+            return False, None
+        if key[0] in "'\"":
+            index: Any = key[1:-1]
+        elif key.lstrip("-").isdigit():
+            index = int(key)
+        else:
+            known, index = self._resolve([key])
+            if not known or type(index) not in (int, str):
+                return False, None
+        try:
+            return True, held[index]
+        except (IndexError, KeyError, TypeError):
+            return False, None
 
     def _resolve(self, parts):
         f = self.frame
@@ -252,6 +284,7 @@ def _module_seen_on_device(rec, module) -> bool:
 def _frame_findings(fr: _Frame, rec, in_forward: bool):
     """Culprits on one line: a list of (priority, finding)."""
     out: list[tuple[int, Any]] = []  # (rank, a finding; rank 5: ("module", name, value, tensor, frame))
+    held: list[str] = []  # CPU tensors the line reads through an object or a container: no name binds them
     values = list(fr.names())
     device_tensor = next((n for n, v in values if _on_device(v)), None)
     for name, value in values:
@@ -296,8 +329,10 @@ def _frame_findings(fr: _Frame, rec, in_forward: bool):
                 out.append((2, finding(
                     f"{name} stayed on the CPU at {fr.at()}: a batch from the DataLoader loop was not moved to the device",
                     "CG103", fr.where, subject(fr, name, "batch", rec, value=value))))
-            elif "." in name:
-                continue  # an attribute of something else: named by its owner
+            elif "." in name or "[" in name:
+                if not in_forward and not _module_attribute(name, fr):
+                    held.append(name)  # a data set's attribute, a container's item: moved where it is used
+                continue
             elif name in fr.args:
                 continue  # passed in: the caller's line names where it came from
             elif (bare := _bare_move(fr, name)) is not None:
@@ -317,7 +352,27 @@ def _frame_findings(fr: _Frame, rec, in_forward: bool):
             else:
                 out.append((4, finding(f"{name} stayed on the CPU at {fr.at()}", "CG102", fr.where,
                                        subject(fr, name, "tensor", rec, device_tensor, value=value))))
+    if held and device_tensor is not None:
+        used = subject(fr, held[0], "use", rec, device_tensor)
+        used["expressions"] = held
+        out.append((4, finding(f"{', '.join(held)} stayed on the CPU at {fr.at()}, where {device_tensor} is on the "
+                               f"device: moved where it is used", "CG102", fr.where, used)))
+    source = device_tensor or _device_argument(fr)
+    if not out and source is not None and _CONVERSION.search(fr.text):
+        # made from host data on the line and never bound: `x.masked_fill(torch.from_numpy(mask), 0)`
+        out.append((3, finding(f"a tensor made from host data at {fr.at()} stayed on the CPU; make it on the "
+                               f"device ({source} is there)", "CG104", fr.where,
+                               subject(fr, "", "conversion", rec, device_tensor))))
     return out
+
+
+def _module_attribute(name: str, fr: _Frame) -> bool:
+    """``self.fc.weight``, ``model.bias``: the module it belongs to is what the script forgot."""
+    owner = name.split("[", 1)[0].rsplit(".", 1)[0] if "." in name.split("[", 1)[0] else None
+    if owner is None:
+        return False
+    ok, value = fr._resolve(owner.split("."))
+    return ok and isinstance(value, torch.nn.Module)
 
 
 def _user_frames(tb, rec, display) -> list:
@@ -466,6 +521,10 @@ def explain(exc: BaseException, tb, rec, display) -> dict | None:
             code = deepest.frame.f_code
             numpy_subject = {"name": "", "kind": "numpy", "file": deepest.where["file"], "line": deepest.lineno,
                              "func": code.co_name, "def_line": code.co_firstlineno if code.co_name != "<module>" else 0}
+            # what the line hands to NumPy or matplotlib from the device (with .detach() where it needs grad)
+            on_device = [(n, v) for n, v in deepest.names() if _on_device(v)]
+            numpy_subject["expressions"] = [n for n, _ in on_device]
+            numpy_subject["grad"] = [n for n, v in on_device if v.requires_grad]
         return finding(f"a device tensor reached .numpy() at {at}; call .cpu() before .numpy()", "CG107", where,
                        numpy_subject)
     if "Attempting to deserialize object on a CUDA device" in msg:

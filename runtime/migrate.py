@@ -179,8 +179,9 @@ def cannot_run(report: dict) -> str | None:
     return None
 
 
-def evidence_of(report: dict, draft: Draft, tried: set) -> list[tuple[Evidence, str, dict]]:
-    """The located causes of the device run, as (evidence, user's file, verify's reason), first first."""
+def evidence_of(report: dict, draft: Draft, tried: set, script: str | None = None) -> list[tuple[Evidence, str, dict]]:
+    """The located causes of the device run, as (evidence, user's file, verify's reason), first first.
+    ``script``: the entry script, where the optimizer of plain tensors that stayed on the CPU is built."""
     device = _device_run(report)
     if device is None:
         return []
@@ -200,17 +201,31 @@ def evidence_of(report: dict, draft: Draft, tried: set) -> list[tuple[Evidence, 
         subject = diagnosis.get("subject") if diagnosis.get("cause") == reason["cause"] else None
         if subject is None and reason["rule"] == "CG101":
             subject = _cpu_module(device)
-        if not subject or not (subject.get("name") or subject.get("kind") == "numpy"):
+        if subject is None and reason["rule"] == "CG102" and script is not None and _trains_plain_tensors(device):
+            subject = {"name": "", "kind": "trained", "line": 0, "file": script}
+        if not subject or not (subject.get("name") or subject.get("kind") in _UNNAMED_KINDS):
             continue
         ev = Evidence(rule=reason["rule"], kind=subject["kind"], name=subject["name"], line=subject["line"],
                       func=subject.get("func", "<module>"), def_line=subject.get("def_line", 0),
                       batches=tuple(subject.get("batches") or subject.get("cpu_tensors") or ()), device_from=subject.get("device_from"),
-                      owner_class=subject.get("owner_class"))
+                      owner_class=subject.get("owner_class"), expressions=tuple(subject.get("expressions") or ()),
+                      grad=tuple(subject.get("grad") or ()), leaf=bool(subject.get("leaf")))
         user_file = _user_path(subject["file"], draft)
         if user_file is None or (ev, user_file) in tried:
             continue
         out.append((ev, user_file, reason))
     return out
+
+
+# Located without a name: a host call's device tensors, an unbound item or attribute, an unbound conversion,
+# the tensors an optimizer trains.
+_UNNAMED_KINDS = ("numpy", "use", "conversion", "trained")
+
+
+def _trains_plain_tensors(run: dict) -> bool:
+    """No module in the run, and the optimizer's tensors on the CPU: the leaves were made there."""
+    return not run.get("modules") and bool(run.get("trained_devices")) \
+        and all(d == "cpu" for d in run["trained_devices"])
 
 
 def _cpu_module(run: dict) -> dict | None:
@@ -257,12 +272,13 @@ def migrate(script: str, args=(), *, device: str = "auto", max_steps=None, synth
                                "errors": [f"{os.path.relpath(n['file'], cwd)}: {n['error']}"
                                           for n in static if n.get("error")]}]
 
-        def run_verify(reference=None) -> dict:
+        def run_verify(reference=None, reference_band=None) -> dict:
             if progress:
                 progress(f"round {len(rounds) - 1}: verify")
             out = verify(draft.in_draft(script), args, against=script, device=device, max_steps=max_steps,
                          seed=seed, timeout=timeout, jobs=1, rtol=rtol, cwd=draft.cwd_in_draft,
-                         against_cwd=cwd, synthetic_data=synthetic_data, with_cpu=True, reference=reference)
+                         against_cwd=cwd, synthetic_data=synthetic_data, with_cpu=True, reference=reference,
+                         reference_band=reference_band)
             out["settings"]["script"] = f"{os.path.relpath(script, cwd)} (migrated)"
             out["settings"]["against"] = os.path.relpath(script, cwd)
             return out
@@ -281,10 +297,13 @@ def migrate(script: str, args=(), *, device: str = "auto", max_steps=None, synth
             if report["verdict"] == "pass":
                 ending = "verify passed"
                 break
+            if report["verdict"] == "unproven":  # it learns alike, but not over all the code: nothing to repair
+                ending = "unproven: " + next(r["cause"] for r in report["reasons"] if r.get("unproven"))
+                break
             if len(rounds) > max_rounds:
                 ending = f"stopped after {max_rounds} rounds"
                 break
-            candidates = evidence_of(report, draft, tried)
+            candidates = evidence_of(report, draft, tried, script)
             applied = None
             unrepaired = []  # located, but no edit applies: why the rounds end, in the user's words
             for ev, user_file, reason in candidates:
@@ -320,7 +339,7 @@ def migrate(script: str, args=(), *, device: str = "auto", max_steps=None, synth
                      "file": shown, "line": line,
                      "how": fixed.how, "edit": fixed.edit}
             rounds.append(entry)
-            new_report = run_verify(reference)
+            new_report = run_verify(reference, report.get("band"))
             if cpu_fallback_ok(report) and not cpu_fallback_ok(new_report):
                 draft.write(user_file, old)  # the edit broke the CPU fallback: taken back
                 entry["taken_back"] = _first_reason(new_report, "cpu")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cpu2gpu.migration import Evidence, repair
+from cpu2gpu.migration import Evidence, repair, rule_fix
 
 SCRIPT = b'''import torch
 
@@ -78,3 +78,144 @@ def test_a_parameter_is_left_to_the_caller():
 def test_an_unknown_name_changes_nothing():
     assert repair(SCRIPT, Evidence("CG102", "tensor", "nowhere", 23, "<module>", 0)) is None
     assert repair(b"def broken(:\n", Evidence("CG102", "tensor", "x", 1)) is None
+
+
+# -- what a run locates that no name binds ------------------------------------------------------
+
+PLOTS = b'''import numpy as np
+import matplotlib.pyplot as plt
+import torch
+
+
+def show(x, pred, errors):
+    plt.plot(x, pred)
+    plt.hist(errors.data.numpy())
+    print(np.asarray(pred[:3]), np.ptp(pred - 1))
+'''
+
+
+@pytest.mark.parametrize("line, expressions, grad, expected", [
+    (7, ("pred",), (), b"    plt.plot(x, pred.cpu())\n"),
+    (7, ("pred",), ("pred",), b"    plt.plot(x, pred.detach().cpu())\n"),
+    (8, ("errors", "errors.data"), (), b"    plt.hist(errors.data.cpu().numpy())\n"),
+    (9, ("pred",), (), b"    print(np.asarray(pred[:3].cpu()), np.ptp((pred - 1).cpu()))\n"),
+])
+def test_a_device_tensor_given_to_numpy_or_matplotlib_is_copied_to_the_host(line, expressions, grad, expected):
+    fixed = repair(PLOTS, Evidence("CG107", "numpy", "", line, "show", 6, expressions=expressions, grad=grad))
+    assert fixed is not None and fixed.how == "host"
+    assert expected in fixed.data
+    assert fixed.data.count(b".cpu()") == expected.count(b".cpu()")  # x, a CPU array there, is left alone
+
+
+USES = b'''import torch
+
+from regions import RegionSales
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+sales = RegionSales()
+net = torch.nn.Linear(5, 1).to(device)
+loss = torch.nn.functional.mse_loss(net(sales.features, sales.groups), sales.targets)
+held = {"x": sales.features, "y": sales.targets}
+print(net(held["x"]).sub(held['y']).abs().mean(), len(held["x"]))
+'''
+
+
+def test_an_objects_tensor_attributes_are_moved_where_they_meet_the_device():
+    fixed = repair(USES, Evidence("CG102", "use", "sales.features", 8,
+                                  expressions=("sales.features", "sales.groups", "sales.targets")))
+    assert fixed is not None
+    assert (b"loss = torch.nn.functional.mse_loss(net(sales.features.to(device), sales.groups.to(device)), "
+            b"sales.targets.to(device))\n") in fixed.data
+    assert fixed.data.count(b"device = torch.device(") == 1  # the file's device is reused
+
+
+def test_a_containers_items_are_moved_where_they_are_arguments():
+    fixed = repair(USES, Evidence("CG102", "use", 'held["x"]', 10, expressions=('held["x"]', 'held["y"]')))
+    assert fixed is not None
+    # what Python's own len() and print() read needs no device
+    assert b"""print(net(held["x"].to(device)).sub(held['y'].to(device)).abs().mean(), len(held["x"]))""" \
+        in fixed.data
+
+
+FORWARD = b'''import numpy as np
+import torch
+
+
+class Attention(torch.nn.Module):
+    def attend(self, q, k):
+        n = q.shape[1]
+        scores = (q @ k.transpose(1, 2)).masked_fill(torch.from_numpy(np.triu(np.ones((n, n), dtype=bool), 1)), -1e9)
+        return scores * torch.tensor(np.linspace(1.0, 2.0, n), dtype=torch.float32)
+'''
+
+
+@pytest.mark.parametrize("line, expected", [
+    (8, b"masked_fill(torch.from_numpy(np.triu(np.ones((n, n), dtype=bool), 1)).to(k.device), -1e9)\n"),
+    (9, b"return scores * torch.tensor(np.linspace(1.0, 2.0, n), dtype=torch.float32, device=k.device)\n"),
+])
+def test_a_tensor_made_from_numpy_in_a_method_is_made_on_the_inputs_device(line, expected):
+    fixed = repair(FORWARD, Evidence("CG104", "conversion", "", line, "attend", 6, device_from="k"))
+    assert fixed is not None
+    assert expected in fixed.data
+    assert b"torch.device(" not in fixed.data  # the input's device, not a new device line
+
+
+LEAVES = b'''import torch
+
+x, y = torch.randn(20, 3), torch.randn(20, 1)
+params = {"w": torch.randn(3, 1, requires_grad=True), "b": torch.zeros(1, requires_grad=True)}
+scale = torch.ones(1).requires_grad_()
+opt = torch.optim.SGD(list(params.values()) + [scale], lr=0.1)
+bias, gain = torch.zeros(1, requires_grad=True), torch.ones(1, requires_grad=True)
+'''
+
+
+def test_the_leaves_an_optimizer_trains_are_made_on_the_device():
+    fixed = repair(LEAVES, Evidence("CG102", "trained", "", 0))
+    assert fixed is not None
+    assert (b'params = {"w": torch.randn(3, 1, requires_grad=True, device=device), '
+            b'"b": torch.zeros(1, requires_grad=True, device=device)}\n') in fixed.data
+    assert b"x, y = torch.randn(20, 3), torch.randn(20, 1)\n" in fixed.data  # not trained: left to the run
+    assert b".to(" not in fixed.data
+
+
+def test_a_located_leaf_gets_device_on_its_factory_never_a_copy():
+    data = LEAVES.replace(b"opt = torch.optim.SGD(list(params.values()) + [scale], lr=0.1)\n",
+                          b"w = torch.randn(3, 1, requires_grad=True)\nout = x @ w\n")
+    fixed = repair(data, Evidence("CG102", "tensor", "w", 8, leaf=True))
+    assert fixed is not None and b"w = torch.randn(3, 1, requires_grad=True, device=device)\n" in fixed.data
+    # bound by unpacking a call: no factory to give a device, and a .to() copy would not be trained
+    assert repair(data, Evidence("CG102", "tensor", "bias", 8, leaf=True)) is None
+    assert repair(data + b"u, v = make()\n", Evidence("CG102", "tensor", "u", 10, leaf=True)) is None
+
+
+def test_an_unpacking_moves_every_cpu_tensor_it_binds():
+    fixed = repair(LEAVES, Evidence("CG102", "tensor", "x", 6, batches=("x", "y", "scale")))
+    assert fixed is not None
+    assert b"x, y = torch.randn(20, 3), torch.randn(20, 1)\nx, y = x.to(device), y.to(device)\n" in fixed.data
+
+
+STALE = b'''import torch
+
+
+class Standardized(torch.nn.Module):
+    def __init__(self, mean, std):
+        super().__init__()
+        center = torch.tensor(mean)
+        scale = torch.tensor(std)
+        self.register_buffer("center", center)
+        self.register_buffer("scale", scale)
+        self.stats = [center, scale]
+
+    def forward(self, x):
+        return (x - self.stats[0]) / self.stats[1]
+'''
+
+
+def test_a_list_of_the_buffers_locals_gets_cg114s_fix():
+    fixed = rule_fix(STALE, "model.py", "CG114", 14)
+    assert fixed is not None
+    assert b"        return (x - self.center) / self.scale\n" in fixed.data
+    assert b"        self.stats = [self.center, self.scale]\n" in fixed.data
+    # a list of other locals is no alias of the buffers: nothing to do
+    assert rule_fix(STALE.replace(b"[center, scale]", b"[mean, std]"), "model.py", "CG114", 14) is None

@@ -22,7 +22,7 @@ class Evidence:
     """What a run located: the value, where it was met, and how verify classified it."""
 
     rule: str  # the rule that check would have reported: CG101, CG102, CG103, CG104, CG105
-    kind: str  # batch | tensor | attribute | module
+    kind: str  # batch | tensor | attribute | module | numpy | use | conversion | trained | rule
     name: str  # as met on the line: "x", "self.mask", "model"
     line: int  # the line it was met on
     func: str = "<module>"  # the function running that line
@@ -30,6 +30,9 @@ class Evidence:
     batches: tuple = ()  # the loop variables that are batches still on the CPU there (a loop-head move)
     device_from: Optional[str] = None  # a device tensor the function is given: device=x.device
     owner_class: Optional[str] = None  # the class of the module that keeps a tensor attribute
+    expressions: tuple = ()  # use / numpy: the CPU (use) or device (numpy) tensors the line reads, as written
+    grad: tuple = ()  # numpy: those of them that require grad (copied after .detach())
+    leaf: bool = False  # a tensor trained as it is (requires_grad): a .to() copy would not be a leaf
 
 
 @dataclass
@@ -219,6 +222,11 @@ def _suites(stmt: cst.CSTNode) -> list[cst.BaseSuite]:
     if final is not None:
         suites.append(final.body)
     return suites
+
+
+def target_names(target: cst.BaseExpression) -> list[str]:
+    """The names an assignment or loop target binds, in order."""
+    return _target_names(target)
 
 
 def _target_names(target: cst.BaseExpression) -> list[str]:

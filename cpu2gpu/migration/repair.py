@@ -26,7 +26,10 @@ from ..rewrite.fixes import (Edit, InsertAfter, InsertAtLoopStart, Replace, add_
                      plan_device_setup, replaced_by)
 from ..sources.syntax import python_syntax_error
 from ..analysis.torchapi import FACTORIES, TENSOR_ARGUMENT_FACTORIES
-from .binding import Binding, Evidence, FileReading, find_binding, parameters_of
+from .aliases import with_registered_names
+from .atuse import conversions_on_device, host_copies, moves_at_use, statement_at
+from .binding import Binding, Evidence, FileReading, find_binding, parameters_of, scope_of, target_names
+from .leaves import leaf_factory, trained_factories
 
 _DEVICE_PARAMETERS = ("device", "dev", "torch_device")
 # Draws on the device come from its own generator: other numbers than the CPU run's. Drawn on the CPU
@@ -53,12 +56,16 @@ def repair(data: bytes, evidence: Evidence) -> Optional[Repair]:
         return None
     if evidence.kind == "numpy":
         return _host_copy(reading, evidence)
+    if evidence.kind == "trained":
+        return _trained_leaves(reading)
+    if evidence.kind in ("use", "conversion"):
+        return _at_use(reading, evidence)
     binding = find_binding(reading, evidence)
     if binding is None:
         return None
     facts = analyze(reading.module)
     device, setup = _device(reading, facts, binding, evidence)
-    edits, shown = _edits(binding, evidence, device, facts.torch_alias or "torch")
+    edits, shown = _edits(binding, evidence, device, facts)
     if not edits:
         return None
     if setup:
@@ -79,11 +86,18 @@ def rule_fix(data: bytes, path: str, code: str, line: int) -> Optional[Repair]:
 
     if code not in RULES_BY_CODE:
         return None
+    source = data
+    if code == "CG114":  # a list of the buffers' locals is the list of the buffers: written so, CG114 reads it
+        try:
+            named = with_registered_names(cst.parse_module(data))
+        except cst.ParserSyntaxError:
+            named = None
+        source = named.bytes if named is not None else data
     try:
-        new = rewrite_data(data, path, select_rules(select=[code]), unsafe_fixes=True)[1]
+        new = rewrite_data(source, path, select_rules(select=[code]), unsafe_fixes=True)[1]
     except SourceError:
         return None
-    if new == data:
+    if new == source:
         return None
     changed, text = _first_changed_line(data, new)
     return Repair(new, changed or line, "rule", text)
@@ -97,10 +111,59 @@ def _first_changed_line(old: bytes, new: bytes) -> tuple[int, str]:
     return 0, ""
 
 
+def _at_use(reading: FileReading, evidence: Evidence) -> Optional[Repair]:
+    """A tensor no name binds, moved on the statement where it met the device: an object's attribute or a
+    container's item (``net(ds.features.to(device))``), a conversion (``torch.from_numpy(m).to(x.device)``)."""
+    stmt = statement_at(reading, evidence.line)
+    scope = scope_of(reading, evidence)
+    if stmt is None or scope is None:
+        return None
+    facts = analyze(reading.module)
+    at = Binding("use", stmt, evidence.line, scope)
+    device, setup = _device(reading, facts, at, evidence)
+    if evidence.kind == "use":
+        edits, shown = moves_at_use(stmt, evidence.expressions, device)
+    else:
+        edits, shown = conversions_on_device(stmt, facts, device)
+    return _made(reading, facts, edits, setup, evidence.line, evidence.kind, shown)
+
+
+def _trained_leaves(reading: FileReading) -> Optional[Repair]:
+    """``device=`` on the factory of every leaf an optimizer of the file trains."""
+    facts = analyze(reading.module)
+    edits: list[Edit] = []
+    shown, line, setup = "", 0, False
+    for factory, scope, at_line in trained_factories(reading, facts):
+        device, needs = _device(reading, facts, Binding("use", factory, at_line, scope), Evidence("CG102", "", "", 0))
+        made = add_keyword(factory, "device", cst.parse_expression(device))
+        edits.append(replaced_by(factory, made))
+        setup = setup or needs
+        if not line:
+            line, shown = reading.start(factory), _code(made)
+    return _made(reading, facts, edits, setup, line, "factory", shown)
+
+
+def _made(reading: FileReading, facts: Facts, edits: list, setup: bool, line: int, how: str,
+          shown: str) -> Optional[Repair]:
+    if not edits:
+        return None
+    if setup:
+        edits.extend(plan_device_setup(reading.module, facts.torch_alias, facts.names_in_use).setup_edits(
+            reading.module, edits))
+    new = apply_edits(reading.module, edits).bytes
+    if python_syntax_error(new):
+        return None
+    return Repair(new, line, how, shown)
+
+
 def _host_copy(reading: FileReading, evidence: Evidence) -> Optional[Repair]:
-    """CG107's fix on the line that ran it: ``t.numpy()`` -> ``t.cpu().numpy()`` (after ``.detach()``)."""
+    """CG107's fix on the line that ran it: ``t.numpy()`` -> ``t.cpu().numpy()`` (after ``.detach()``), and
+    ``np.asarray(t)`` -> ``np.asarray(t.cpu())`` for the device tensors the run saw handed to NumPy."""
+    stmt = statement_at(reading, evidence.line)
     edits: list[Edit] = []
     shown = ""
+    if stmt is not None and evidence.expressions:
+        edits, shown = host_copies(stmt, analyze(reading.module), evidence.expressions, evidence.grad)
     for node, rng in reading.positions.items():
         if not (isinstance(node, cst.Call) and rng.start.line <= evidence.line <= rng.end.line and not node.args):
             continue
@@ -122,7 +185,14 @@ def _host_copy(reading: FileReading, evidence: Evidence) -> Optional[Repair]:
     return Repair(new, evidence.line, "host", shown)
 
 
-def _edits(binding: Binding, evidence: Evidence, device: str, torch_name: str) -> tuple[list[Edit], str]:
+def _edits(binding: Binding, evidence: Evidence, device: str, facts: Facts) -> tuple[list[Edit], str]:
+    torch_name = facts.torch_alias or "torch"
+    if evidence.leaf:  # trained as it is: made on the device, never a .to() copy
+        factory = leaf_factory(binding.value, facts) if binding.value is not None else None
+        if factory is None:
+            return [], ""
+        made = add_keyword(factory, "device", cst.parse_expression(device))
+        return [replaced_by(factory, made)], _code(made)
     if binding.how == "loop":
         assert isinstance(binding.stmt, cst.For)
         names = [n for n in binding.target_names if n in evidence.batches or n == evidence.name]
@@ -130,8 +200,12 @@ def _edits(binding: Binding, evidence: Evidence, device: str, torch_name: str) -
         code = f"{', '.join(names)} = {', '.join(f'{n}.to({device})' for n in names)}"
         return [InsertAtLoopStart(binding.stmt, code)], code
     if binding.how == "unpack":
-        assert binding.small is not None
-        code = f"{evidence.name} = {evidence.name}.to({device})"
+        assert binding.small is not None and isinstance(binding.stmt, cst.Assign)
+        # the names it binds that were CPU tensors there too: `x, y = x.to(device), y.to(device)`, once
+        bound = [n for t in binding.stmt.targets for n in target_names(t.target)]
+        names = [n for n in bound if n == evidence.name or n in evidence.batches]
+        names = list(dict.fromkeys(names))
+        code = f"{', '.join(names)} = {', '.join(f'{n}.to({device})' for n in names)}"
         return [InsertAfter(binding.small, code)], code
     value = binding.value
     if value is None:
