@@ -55,3 +55,23 @@ def once_per_run(tmp_path_factory, key: str, compute):
         if not path.exists():
             path.write_text(json.dumps(compute()))
         return json.loads(path.read_text())
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip the `gpu` tests where there is no CUDA GPU, and always in CI. torch is imported only when
+    such a test was collected: the static tests stay free of it."""
+    marked = [item for item in items if item.get_closest_marker("gpu")]
+    if not marked:
+        return
+    if os.environ.get("CI", "").lower() in ("true", "1"):
+        reason = "a gpu test: CI has no GPU"
+    else:
+        try:
+            import torch
+        except ImportError:
+            reason = "a gpu test: torch is not installed"
+        else:
+            reason = "" if torch.cuda.is_available() else "a gpu test: no CUDA device here"
+    if reason:
+        for item in marked:
+            item.add_marker(pytest.mark.skip(reason=reason))
