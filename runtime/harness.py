@@ -109,6 +109,7 @@ class Recorder:
         self.max_steps = max_steps
         self.losses: list[float] = []
         self.steps = 0
+        self.step_kinds: dict[str, int] = {}  # steps by kind: "optimizer", or by hand (manualsteps)
         self.step_ends: list[float] = []
         self.backward_calls = 0
         self.modules: dict[int, ModuleRecord] = {}
@@ -159,18 +160,23 @@ class Recorder:
             self.cap.end_skipped()
             return
         self.steps += 1
+        self.step_kinds["optimizer"] = self.step_kinds.get("optimizer", 0) + 1
         self.step_ends.append(time.perf_counter())
         if self.cap is not None:
             self.cap.counted(sys._getframe(1))
 
-    def on_manual_step(self, leaf, frame) -> bool:
-        """The first update by hand after a backward (``w -= lr * w.grad``, see manualsteps): a step, as an
-        optimizer's. False when it must do nothing: a step after --max-steps, skipped as a capped optimizer's."""
+    def on_manual_step(self, leaf, frame, kind: str, loss: float | None) -> bool:
+        """The first update by hand of a round (``w -= lr * w.grad`` after a backward, ``w1 -= lr * grad_w1``
+        computed by hand, see manualsteps): a step, as an optimizer's; ``loss`` is its round's where no backward
+        recorded one. False when it must do nothing: a step after --max-steps, skipped as a capped optimizer's."""
         self.trained_devices.add(_device_name(leaf.device))
         if self.cap is not None and self.cap.capped:
             self.cap.skip_manual(frame)  # or ends the run, as a capped optimizer step that nothing runs dry
             return False
         self.steps += 1
+        self.step_kinds[kind] = self.step_kinds.get(kind, 0) + 1
+        if loss is not None:
+            self.losses.append(loss)
         self.step_ends.append(time.perf_counter())
         if self.cap is not None:
             self.cap.counted(frame)
@@ -324,7 +330,7 @@ def install(rec: Recorder) -> None:
 
     from . import manualsteps
 
-    rec.manual = manualsteps.ManualSteps(rec.on_manual_step, lambda: bool(rec.optimizers_seen))
+    rec.manual = manualsteps.ManualSteps(rec.on_manual_step, lambda: bool(rec.optimizers_seen), rec.is_user_file)
     manualsteps.install(rec.manual)
     _track_batches(rec)
     _note_loaders(rec)
