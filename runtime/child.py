@@ -262,6 +262,7 @@ def main(argv=None) -> int:
         "exit_code": exit_code,
         "losses": rec.losses,
         "steps": rec.steps,
+        "step_kinds": rec.step_kinds,
         "backward_calls": rec.backward_calls,
         "step_times": rec.step_times(),
         "device_forward_calls": sum(r.device_calls for r in rec.modules.values()),

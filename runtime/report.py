@@ -64,7 +64,7 @@ def to_json(report: dict) -> str:
         for key in ("losses", "step_times", "backward_calls", "device_forward_calls", "cpu_forward_calls",
                     "trained_devices", "modules", "events", "exception", "diagnosis", "device_rng", "exit_code",
                     "wall_seconds", "stdout_tail", "stderr_tail", "workdir", "needs_data", "synthetic", "cap",
-                    "distributed", "missing_package", "mirrored_draws"):
+                    "distributed", "missing_package", "mirrored_draws", "step_kinds"):
             if key in run:
                 entry[key] = run[key]
         out["runs"].append(entry)
@@ -99,6 +99,9 @@ _EVENTS = {
     "non-leaf-parameter": "a parameter moved at creation (a non-leaf tensor, never trained) in",
 }
 _STATUS = {"max_steps": "max-steps", "needs_data": "needs-data"}
+_STEP_KINDS = {"optimizer": "optimizer steps", "in place": "updates by hand in place",
+               "rebinding": "updates by hand that rebind the weights",
+               "hand-computed gradients": "updates by hand-computed gradients (no backward)"}
 
 
 def device_calls(run: dict) -> str:
@@ -127,6 +130,9 @@ def _pass_lines(report: dict) -> list:
         else:  # no module: plain tensors are trained (by an optimizer, or by hand: manualsteps)
             where = ", ".join(dev["trained_devices"])
             lines.append(f"  trains on the device: {dev['label']}, the trained tensors are on {where}")
+        if set(dev.get("step_kinds") or ()) - {"optimizer"}:  # trained by hand: say how (manualsteps)
+            kinds = ", ".join(f"{n} {_STEP_KINDS.get(k, k)}" for k, n in dev["step_kinds"].items())
+            lines.append(f"  training steps: {dev['label']}, {kinds}")
     cpu = next((r for r in runs if r["mode"] == "cpu" and r["role"] == "migrated"), None)
     if cpu:
         lines.append(f"  falls back to the CPU: {cpu['label']} runs")
