@@ -33,6 +33,8 @@ def parse(argv):
     p.add_argument("--synthetic-data", action="store_true",
                    help="replace known data sets by small deterministic stand-ins; report missing data")
     p.add_argument("--progress", default=None, help="append progress lines (JSON) to this file")
+    p.add_argument("--perturb-last-bit", action="store_true",
+                   help="perturb the last bit of every op's result (band.py): the original's second run")
     p.add_argument("--distributed", action="store_true",
                    help="one rank under torchrun (verify --nproc): per-rank files, parameter checksums")
     p.add_argument("script")
@@ -151,6 +153,10 @@ def main(argv=None) -> int:
     display = _displayer(opts.workdir, opts.orig_root, opts.display_base)
     rec = harness.Recorder(opts.workdir, opts.max_steps)
     harness.install(rec)
+    if opts.perturb_last_bit:
+        from . import band
+
+        band.install()
     device_choice = None
     if opts.mode != "cpu":  # where the model should reach the device: did the script itself pick the CPU?
         from . import devicechoice

@@ -148,6 +148,9 @@ def _pass_lines(report: dict) -> list:
             continue
         grew = (f"; within {c['rtol']:g} x the step number only: rounding differences of another summation "
                 f"order add up over the steps" if c.get("tolerance_grew") else "")
+        if (c.get("band") or {}).get("used"):
+            grew = (f"; within {c['band']['factor']:g} x the band the original's own rounding makes, measured by "
+                    f"{report['band']['run']}: up to {c['band']['max']:.2g}")
         how = (f"the same losses over {c['compared']} steps (max rel diff {c['max_rel_diff']:.2g}{grew})"
                if c["method"] == "step" else distributed_report.how_alike(c) if c["method"] == "distributed"
                else f"the same loss trend over {c['compared']} steps")

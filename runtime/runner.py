@@ -35,12 +35,13 @@ FICLONE = 0x40049409  # linux/fs.h: _IOW(0x94, 9, int)
 @dataclass
 class RunSpec:
     label: str  # "original (cpu)", "migrated (sim)"
-    role: str  # "original" | "migrated"
+    role: str  # "original" | "migrated" | "band" (the original again, perturbed: band.py)
     script: str  # as the user gave it
     mode: str  # cpu | sim | cuda
     args: list = field(default_factory=list)
     nproc: int = 0  # ranks under torchrun (verify --nproc, runtime/distributed.py); 0: one process
     cwd: str | None = None  # the working directory it runs from, when not the verification's (migrate's draft)
+    perturbed: bool = False  # the original's second run, the last bit of every op's result perturbed (band.py)
 
 
 def choose_root(script: str, cwd: str) -> str:
@@ -197,6 +198,8 @@ class Sandbox:
             args += ["--max-steps", str(max_steps)]
         if synthetic_data:
             args.append("--synthetic-data")
+        if spec.perturbed:
+            args.append("--perturb-last-bit")
         if progress:
             args += ["--progress", self.progress]
         return args + ["--", self.script, *spec.args]

@@ -76,7 +76,7 @@ class Loop:
 
 
 class Pass:
-    __slots__ = ("loop", "iterator", "mark", "after_cap", "ended", "explicit", "generic")
+    __slots__ = ("loop", "iterator", "mark", "after_cap", "ended", "explicit", "generic", "outer")
 
     def __init__(self, loop: Loop, it, generic: bool = False):
         self.loop = loop
@@ -86,6 +86,7 @@ class Pass:
         self.ended = False
         self.explicit = False  # its last batch came from an explicit next()
         self.generic = generic  # a for or while loop of the user's code (cappedloops): no evaluation budget
+        self.outer: Pass | None = None  # the loop of the user's code it runs in (generic passes only)
 
 
 class StepCap:
@@ -120,6 +121,8 @@ class StepCap:
 
     def new_pass(self, it, frame, generic: bool = False) -> Pass:
         p = Pass(self._loop_at(frame, generic), it, generic)
+        if generic:
+            p.outer = self._live(self._latest_generic)
         p.loop.passes += 1
         if self.capped:
             p.loop.passes_after_cap += 1
@@ -157,7 +160,17 @@ class StepCap:
         """The pass that the coming step trains on, if any: over a DataLoader first, else over anything
         (cappedloops) -- the latest, while it goes on, or (a step after the loop, of accumulated
         gradients) right after its last batch."""
-        return self._driving_of(self._latest) or self._driving_of(self._latest_generic)
+        return self._driving_of(self._latest) or self._driving_of(self._live(self._latest_generic, True))
+
+    def _live(self, p: Pass | None, or_just_done: bool = False) -> Pass | None:
+        """`p`, or the innermost loop around it, that still runs (or, `or_just_done`: whose last item came
+        just before this step). An inner loop over a target's tokens is done by the time its iteration's
+        optimizers step: the loop around it, over the iterations, drives them."""
+        while p is not None:
+            if (or_just_done and self.step_events == p.mark) or not (p.ended or p.iterator() is None):
+                return p
+            p = p.outer
+        return None
 
     def _driving_of(self, p: Pass | None) -> Pass | None:
         if p is None or p.explicit:

@@ -98,7 +98,7 @@ def _cpu_chosen_cause(spec, choice: dict) -> str:
     return cause
 
 
-def judge(specs: list, results: list, rtol=None) -> dict:
+def judge(specs: list, results: list, rtol=None, band_values: list | None = None) -> dict:
     reasons: list[dict] = []
     comparisons: list[dict] = []
     errors: list[dict] = []
@@ -159,7 +159,7 @@ def judge(specs: list, results: list, rtol=None) -> dict:
         for spec, res in zip(specs, results):
             if spec is ref_spec or res["status"] not in OK:
                 continue
-            c = (distributed.compare if spec.nproc else cmp.compare)(ref, res, rtol)
+            c = distributed.compare(ref, res, rtol) if spec.nproc else cmp.compare(ref, res, rtol, band_values)
             c.update({"run": spec.label, "reference": ref_spec.label})
             comparisons.append(c)
             if not ref["losses"]:
@@ -178,7 +178,9 @@ def judge(specs: list, results: list, rtol=None) -> dict:
                 if c["method"] == "step":
                     cause = (f"the losses part from {ref_spec.label} at step {d['step']}: {d['value']:.6g} against "
                              f"{d['reference']:.6g} (relative difference {d['rel_diff']:.2g} > "
-                             f"{d.get('tolerance', c['rtol']):.2g}, the tolerance at that step)")
+                             f"{d.get('tolerance', c['rtol']):.2g}, the tolerance at that step"
+                             + (f", {c['band']['factor']:g} x the band the original's own rounding makes"
+                                if (c.get("band") or {}).get("max") else "") + ")")
                 else:
                     cause = (f"the loss trend differs from {ref_spec.label}: it ends near {d['value']:.6g} "
                              f"against {d['reference']:.6g}")
@@ -212,6 +214,30 @@ def judge(specs: list, results: list, rtol=None) -> dict:
                else "unproven" if unproven else "pass")
     return {"verdict": verdict, "reasons": errors + reasons + data_reasons + unproven, "comparisons": comparisons,
             "needs_data": needs, "coverage": coverage}
+
+
+def _parts_by_rounding(report: dict) -> bool:
+    """Whether a step-by-step comparison failed: then the original's own sensitivity to rounding decides."""
+    return any(c["method"] == "step" and not c["ok"] for c in report["comparisons"])
+
+
+def _measure_band(specs: list, results: list, run_one) -> dict | None:
+    """Run the reference again with the last bit of every op's result perturbed (band.py); its divergence from the
+    reference, step by step, is the band. None when there is no reference that ran."""
+    from . import band
+
+    ref_spec = next((s for s in specs if s.role == "original"), None) or next(
+        (s for s in specs if s.mode == "cpu"), None)
+    if ref_spec is None:
+        return None
+    ref = results[specs.index(ref_spec)]
+    if ref["status"] not in OK or not ref["losses"]:
+        return None
+    twin = RunSpec(f"{ref_spec.label} again, last bits perturbed", "band", ref_spec.script, "cpu",
+                   list(ref_spec.args), cwd=ref_spec.cwd, perturbed=True)
+    res = run_one(twin)
+    values = band.measure(ref["losses"], res["losses"]) if res["status"] in OK else []
+    return {"run": twin.label, "status": res["status"], "values": values, "max": max(values, default=None)}
 
 
 def _missing_lines(c: dict) -> str:
@@ -279,13 +305,14 @@ def _read_notebook(path: str) -> None:
 def verify(script: str, args=(), *, against=None, device="auto", max_steps=None, seed=0, timeout=600.0,
            jobs=None, rtol=None, cwd=None, keep=False, show_output=False, synthetic_data=False,
            clean_env=False, env_allow=(), progress=None, nproc=None, with_cpu=False, against_cwd=None,
-           reference=None) -> dict:
+           reference=None, reference_band=None) -> dict:
     """Run `script` (and `against`) as planned; return the whole report as data.
     `progress` (a progressview.ProgressView) is told of each run as it goes.
     `nproc` (>= 2): run `script` under torchrun with that many ranks (runtime/distributed.py).
     `with_cpu`: the CPU fallback run as well, whatever the device. `against_cwd`: the folder the
     original runs from (default `cwd`). `reference`: the original's result from an earlier
-    verification of the same original, reused instead of running it again (migrate's rounds)."""
+    verification of the same original, reused instead of running it again (migrate's rounds);
+    `reference_band`: that verification's measured band (its "band"), likewise."""
     for path in filter(None, (script, against)):
         if not os.path.isfile(path):
             raise VerifyError(f"no such file: {path}")
@@ -331,6 +358,13 @@ def verify(script: str, args=(), *, against=None, device="auto", max_steps=None,
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         results = list(pool.map(one, specs))
     out = judge(specs, results, rtol)
+    measured = reference_band
+    if measured is None and rtol is None and _parts_by_rounding(out):
+        measured = _measure_band(specs, results, one)
+    if measured is not None and measured.get("values"):
+        out = judge(specs, results, rtol, measured["values"])
+    if measured is not None:
+        out["band"] = measured
     out["runs"] = [dict(r, label=s.label, role=s.role, script=s.script) for s, r in zip(specs, results)]
     out["settings"] = {"script": script, "against": against, "args": list(args), "device": device,
                        "max_steps": max_steps, "seed": seed, "timeout": timeout, "jobs": jobs,

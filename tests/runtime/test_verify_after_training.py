@@ -15,7 +15,7 @@ from click.testing import CliRunner  # noqa: E402
 
 from cpu2gpu.runtime.cli import verify as verify_cmd  # noqa: E402
 from cpu2gpu.runtime.report import to_json, to_text  # noqa: E402
-from cpu2gpu.runtime.stepcap import EVAL_BATCHES, ceiling  # noqa: E402
+from cpu2gpu.runtime.stepcap import EVAL_BATCHES  # noqa: E402
 from cpu2gpu.runtime.verify import verify  # noqa: E402
 
 from ..conftest import HANG_GUARD_S  # noqa: E402
@@ -71,9 +71,10 @@ def test_a_bug_after_the_training_is_found_and_its_fix_passes(fixtures_dir):
         assert run["status"] == "max_steps" and run["steps"] == 5
         assert cap["reached"] and cap["ended"] == "end" and cap["at"]["line"] == _line_of(path, "optimizer.step()")
         train = _loop(run, _line_of(path, "in train_loader:"))
-        # three epochs: the cap ends the first; the other two take one batch each, and their steps do nothing
-        assert train["role"] == "training" and train["passes"] == 3 and train["steps"] == 5
-        assert train["passes_after_cap"] == 2 and train["batches_after_cap"] == 2 and train["skipped_steps"] == 2
+        # three epochs: the cap ends the first pass at its next batch, and the epoch loop, in which a step
+        # ran, at its next epoch: the code after the training runs at once
+        assert train["role"] == "training" and train["passes"] == 1 and train["steps"] == 5
+        assert train["passes_after_cap"] == 0 and train["batches_after_cap"] == 0 and train["skipped_steps"] == 0
         test = _loop(run, _line_of(path, "in test_loader:"))
         # the evaluation after the training gets a few of its four batches
         assert test["role"] == "evaluation" and test["steps"] == 0 and test["batches"] == EVAL_BATCHES
@@ -82,13 +83,16 @@ def test_a_bug_after_the_training_is_found_and_its_fix_passes(fixtures_dir):
 
     text = to_text(fixed)
     assert "verdict: PASS" in text and "the script then ran to its end" in text
+    [cov] = fixed["coverage"]
+    assert cov["run"] == "migrated (sim)" and cov["ran"] == cov["reached"] > 20
+    assert f"every line ran: {cov['ran']} of {cov['ran']} lines that original (cpu) ran were run in migrated (sim)" in text
     test_line = _line_of(os.path.join(fixtures_dir, "after_training_fixed.py"), "in test_loader:")
     assert f"after_training_fixed.py:{test_line}  evaluation" in text
     assert '"cap"' in to_json(fixed)
 
 
 @pytest.mark.slow  # several verify runs, ~17 s
-def test_loops_that_cannot_run_dry_end_the_run_and_say_why(fixtures_dir):
+def test_every_training_loop_ends_at_the_cap_and_the_code_after_it_runs(fixtures_dir):
     reports = _run_all(fixtures_dir, {
         "tensors": ("linreg_migrated.py", {"device": "cpu", "max_steps": 5}),
         "while": ("while_training.py", {"device": "cpu", "max_steps": 5}),
@@ -105,28 +109,23 @@ def test_loops_that_cannot_run_dry_end_the_run_and_say_why(fixtures_dir):
     assert run["cap"]["ended"] == "end" and run["cap"]["lines_after_cap"] > 0
     assert "could not be run dry" not in to_text(reports["tensors"])
 
-    # a `while` loop cannot be ended: stopped at the cap, and the report says so
+    # a `while` training loop ends at its next test once the cap is reached, and the code after it runs
     [run] = reports["while"]["runs"]
-    step_line = _line_of(os.path.join(fixtures_dir, "while_training.py"), "optimizer.step()")
     assert run["status"] == "max_steps" and run["steps"] == 5 and len(run["losses"]) == 5
-    assert run["cap"]["ended"] == "loop" and run["cap"]["stopped_at"]["line"] == step_line
-    assert "could not be run dry" in to_text(reports["while"])
-    assert f"verdict: PASS up to while_training.py:{step_line} only" in to_text(reports["while"])
+    assert run["cap"]["ended"] == "end" and run["cap"]["lines_after_cap"] > 0 and run["cap"]["skipped_steps"] == 0
 
-    # `for epoch in range(100000)`: one-batch epochs after the cap until half the ceiling, then the
-    # epoch loop ends and the code after it runs
+    # `for epoch in range(100000)` around a DataLoader: the epoch loop, in which a step ran, ends at its
+    # next epoch, and the code after it runs
     [run] = reports["epochs"]["runs"]
     assert run["status"] == "max_steps" and run["steps"] == 2 and len(run["losses"]) == 2
-    assert run["cap"]["ended"] == "end" and run["cap"]["skipped_steps"] == ceiling(2) // 2
+    assert run["cap"]["ended"] == "end" and run["cap"]["skipped_steps"] == 0
     assert run["cap"]["lines_after_cap"] > 0 and "the code after the training did not run" not in to_text(
         reports["epochs"])
-    assert "PASS up to" not in to_text(reports["epochs"])
 
-    # the same epochs in a `while` loop, which cannot be ended: each takes its batch up to the ceiling
+    # the same epochs in a `while` loop: ended the same way
     [run] = reports["while epochs"]["runs"]
     assert run["status"] == "max_steps" and run["steps"] == 2 and len(run["losses"]) == 2
-    assert run["cap"]["ended"] == "ceiling" and run["cap"]["skipped_steps"] == ceiling(2)
-    assert "the code after the training did not run" in to_text(reports["while epochs"])
+    assert run["cap"]["ended"] == "end" and run["cap"]["lines_after_cap"] > 0
 
     # a script shorter than the cap runs as without it
     [run] = reports["short"]["runs"]
@@ -177,8 +176,8 @@ def test_a_loader_in_enumerate_is_still_its_own_pass(tmp_path):
     [run] = report["runs"]
     [train] = run["cap"]["loops"]
     assert train["line"] == 7 and train["role"] == "training" and train["steps"] == 3
-    assert train["passes"] == 3 and train["skipped_steps"] == 2  # the later epochs: one batch each
-    assert run["cap"]["ended"] == "end"
+    assert train["passes"] == 1 and train["skipped_steps"] == 0  # the epoch loop ends at its next epoch
+    assert run["cap"]["ended"] == "end" and run["cap"]["lines_after_cap"] > 0
 
 
 def test_the_help_says_the_code_after_the_training_runs():
