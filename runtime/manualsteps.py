@@ -155,7 +155,7 @@ class ManualSteps:
             leaf = t if t.is_leaf and t.grad is not None else None
         else:
             leaf = self._alias_leaf(t)
-        if leaf is None or not self._is_user(frame) or site_at(frame, rebind=True) is None:
+        if leaf is None or not self._is_user(frame) or _site(frame, rebind=True) is None:
             return True
         return self._take(leaf, frame, REBINDING)
 
@@ -172,17 +172,31 @@ class ManualSteps:
         """An update of a weight trained by hand-computed gradients: the first of its round is a step."""
         if not self._is_user(frame) or t.requires_grad or not t.is_floating_point():
             return True
-        site = site_at(frame, rebind)
-        if site is None or not losses_of(site):
+        site = _site(frame, rebind)
+        losses = _guarded(losses_of, site) if site is not None else None
+        if not losses:
             return True
         if self._round and site not in self._round and site.loop is self._round_loop:
             return not self._round_skipped  # the round's other updates
-        loss = loss_value(frame, losses_of(site))
+        loss = _guarded(loss_value, frame, losses)
         if loss is None:
             return True  # no scalar loss computed from it (yet): nothing shows that it trains
         self._round, self._round_loop = {site}, site.loop
         self._round_skipped = not self.on_step(t, frame, HAND, loss)
         return not self._round_skipped
+
+
+def _guarded(read: Callable, *args: Any) -> Any:
+    """What reading the user's source or frame answers, or None where it fails: a hook must never make
+    the script raise."""
+    try:
+        return read(*args)
+    except Exception:
+        return None
+
+
+def _site(frame: Any, rebind: bool) -> Any:
+    return _guarded(site_at, frame, rebind)
 
 
 def install(steps: ManualSteps) -> None:
