@@ -101,7 +101,7 @@ def subject(fr: "_Frame", name: str, kind: str, rec=None, device_tensor: str | N
     if kind == "attribute":
         owner = _plain_attribute(name, None, fr)
         out["owner_class"] = type(owner).__name__ if owner is not None else None
-    source = device_tensor or _device_argument(fr)
+    source = device_tensor if device_tensor in fr.args else _device_argument(fr)
     if source is not None and "." not in source and source in fr.args:
         out["device_from"] = source  # a device tensor the function is given: `device=x.device`
     return out
@@ -352,10 +352,12 @@ def _frame_findings(fr: _Frame, rec, in_forward: bool):
             else:
                 out.append((4, finding(f"{name} stayed on the CPU at {fr.at()}", "CG102", fr.where,
                                        subject(fr, name, "tensor", rec, device_tensor, value=value))))
-    if held and device_tensor is not None:
+    on_device = device_tensor or next((n for n, v in values if isinstance(v, torch.nn.Module)
+                                       and _param_device(v) not in (None, "cpu")), None)
+    if held and on_device is not None:
         used = subject(fr, held[0], "use", rec, device_tensor)
         used["expressions"] = held
-        out.append((4, finding(f"{', '.join(held)} stayed on the CPU at {fr.at()}, where {device_tensor} is on the "
+        out.append((4, finding(f"{', '.join(held)} stayed on the CPU at {fr.at()}, where {on_device} is on the "
                                f"device: moved where it is used", "CG102", fr.where, used)))
     source = device_tensor or _device_argument(fr)
     if not out and source is not None and _CONVERSION.search(fr.text):

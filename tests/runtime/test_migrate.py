@@ -160,3 +160,64 @@ def test_in_place_writes_the_proven_files_only_at_the_end(tmp_path, cli):
     code, out, err = cli("migrate", str(folder / "main.py"), "--output-format", "json")
     data = json.loads(out)
     assert code == 0 and data["proven"] and len(data["rounds"]) == 1 and data["changed_files"] == []
+
+
+# -- causes no name binds: the static rewrite leaves each, the run locates it ---------------------
+
+
+@pytest.mark.slow
+def test_a_device_tensor_handed_to_numpy_gets_cpu_on_that_argument(tmp_path):
+    """Predictions kept in a dict reach np.ptp / np.asarray: no `.numpy()` on the line, and nothing the
+    static pass can follow out of the dict."""
+    folder = _copy("host_numpy", tmp_path)
+    result = _migrate(folder, "fit.py")
+    assert result["proven"], result["ending"]
+    assert _kinds(result) == [("CG107", "fit.py", "host")]
+    fit = result["changed"][str(folder / "fit.py")].decode()
+    assert 'print("spread", np.ptp(first.cpu()), np.asarray(first.cpu()).max())' in fit
+
+
+@pytest.mark.slow
+def test_a_data_sets_tensor_attributes_are_moved_where_they_meet_the_model(tmp_path):
+    folder = _copy("dataset_attributes", tmp_path)
+    result = _migrate(folder, "train.py")
+    assert result["proven"], result["ending"]
+    assert {m["how"] for m in result["static_misses"]} == {"use"}
+    train = result["changed"][str(folder / "train.py")].decode()
+    assert ("net(sales.features.to(device), sales.groups.to(device)), sales.targets.to(device))" in train)
+    assert 'net(held_out["x"].to(device), held_out["g"].to(device)), held_out["y"].to(device))' in train
+    assert str(folder / "regions.py") not in result["changed"]
+
+
+@pytest.mark.slow
+def test_a_numpy_mask_in_a_module_method_is_made_on_the_inputs_device(tmp_path):
+    folder = _copy("forward_numpy_mask", tmp_path)
+    result = _migrate(folder, "train.py")
+    assert result["proven"], result["ending"]
+    assert _kinds(result) == [("CG104", "train.py", "conversion")]
+    train = result["changed"][str(folder / "train.py")].decode()
+    assert "torch.from_numpy(np.triu(np.ones((n, n), dtype=bool), k=1)).to(k.device)" in train
+
+
+@pytest.mark.slow
+def test_raw_parameters_in_a_dict_are_made_on_the_device(tmp_path):
+    """No module: the run trains the optimizer's tensors on the CPU. They get device= on their factories
+    (a .to() copy is no leaf), then the data meets them and is moved after its unpacking."""
+    folder = _copy("raw_parameters", tmp_path)
+    result = _migrate(folder, "train.py")
+    assert result["proven"], result["ending"]
+    assert _kinds(result) == [("CG102", "train.py", "factory"), ("CG102", "train.py", "unpack")]
+    train = result["changed"][str(folder / "train.py")].decode()
+    assert ('params = {"w": torch.randn(3, 1, requires_grad=True, device=device), '
+            '"b": torch.zeros(1, requires_grad=True, device=device)}') in train
+    assert "x, y = x.to(device), y.to(device)" in train
+
+
+@pytest.mark.slow
+def test_a_list_of_buffers_kept_through_their_locals_gets_cg114s_fix(tmp_path):
+    folder = _copy("stale_buffer_list", tmp_path)
+    result = _migrate(folder, "train.py")
+    assert result["proven"], result["ending"]
+    assert ("CG114", "train.py", "rule") in _kinds(result)
+    train = result["changed"][str(folder / "train.py")].decode()
+    assert "return self.fc((x - self.center) / self.scale)" in train
