@@ -291,6 +291,7 @@ def main(argv=None) -> int:
         "script_shown": display(script),
         "lines": rec.lines.by_file(display),
         "sources": _sources(rec.lines, display),
+        "in_root": _in_root(rec.lines, display, opts.workdir),
     }
     if device_choice is not None and (device_choice.moved_to_cpu or device_choice.flags_off):
         result["device_choice"] = device_choice.report(display)
@@ -324,6 +325,13 @@ def _sources(lines, display) -> dict:
         if text:
             out[display(filename)] = [line.rstrip("\r\n") for line in text]
     return out
+
+
+def _in_root(lines, display, workdir) -> dict:
+    """{shown path: path inside the copied folder} of each user file that ran: how the parent pairs an
+    original's files with the migrated ones when the two live in different folders."""
+    root = os.path.realpath(workdir)
+    return {display(f): os.path.relpath(os.path.realpath(f), root) for f in {f for f, _ in lines.seen}}
 
 
 def _needs_data(exc, setup, opts, display, exception):

@@ -60,9 +60,15 @@ def line_map(old: list, new: list) -> dict:
 
 
 def _pair(path: str, ref: dict, other: dict) -> str:
-    """The migrated run's name of one of the original's files: the entry script by role, others by path."""
+    """The migrated run's name of one of the original's files: the entry script by role, others by their
+    path in the folder each run copied (an original in another folder than the migration), else as shown."""
     if path == ref.get("script_shown") and other.get("script_shown"):
         return other["script_shown"]
+    inside = (ref.get("in_root") or {}).get(path)
+    if inside is not None:
+        for shown, other_inside in (other.get("in_root") or {}).items():
+            if other_inside == inside:
+                return shown
     return path
 
 
