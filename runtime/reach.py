@@ -3,8 +3,9 @@
 Each run reports the lines of the user's files it executed and the text of those files
 (linetrace, child). The migrated files differ from the original's (the rewrite adds the device line
 and changes the lines it moves), so the original's lines are carried over to the migrated text by a
-line diff: an unchanged line maps to its place, a changed line to the lines that replaced it (it ran
-if any of them ran), a line the migration removed is not asked for. Lines inside a branch on the
+line diff: an unchanged line maps to its place, a changed line to the line most like it among those
+that replaced it (or to all of them: it ran if any of them ran), a line the migration removed is not
+asked for. Lines inside a branch on the
 device (``if torch.cuda.is_available():``, ``if args.cuda:``, ``else`` of ``if device == "cpu":``)
 run in one run and not the other by design: they are set aside and counted as such.
 """
@@ -52,11 +53,17 @@ def line_map(old: list, new: list) -> dict:
             if i2 - i1 == j2 - j1:  # a line changed in place (a move chained on, device= added)
                 for k in range(i2 - i1):
                     out[i1 + k + 1] = (j1 + k + 1,)
-            else:
-                block = tuple(range(j1 + 1, j2 + 1))
+            else:  # lines added among changed ones (the device line above the first move): by likeness
                 for i in range(i1, i2):
-                    out[i + 1] = block
+                    out[i + 1] = _likeliest(old[i], new, j1, j2)
     return out
+
+
+def _likeliest(line: str, new: list, j1: int, j2: int) -> tuple:
+    """The line of new[j1:j2] most like `line` (a move chained on keeps most of it), else all of them."""
+    scores = [(difflib.SequenceMatcher(None, line, new[j], autojunk=False).ratio(), j) for j in range(j1, j2)]
+    best, j = max(scores, default=(0.0, j1))
+    return (j + 1,) if best >= 0.6 else tuple(range(j1 + 1, j2 + 1))
 
 
 def _pair(path: str, ref: dict, other: dict) -> str:
