@@ -10,6 +10,7 @@ import os
 from cpu2gpu.sources.syntax import python_lines
 from cpu2gpu.sources.writing import WriteError, write_rewrite
 
+from .report import to_json as verify_json
 from .report import to_text as verify_text
 
 
@@ -83,6 +84,8 @@ def unified_diff(result: dict) -> str:
 
 def to_json(result: dict) -> str:
     data = {k: v for k, v in result.items() if k not in ("changed", "originals")}
+    # verify's report as verify --output-format json gives it: no run's executed lines or sources
+    data["verify"] = json.loads(verify_json(result["verify"]))
     data["changed_files"] = sorted(os.path.relpath(p) for p in result["changed"])
     data["diff"] = unified_diff(result)
     return json.dumps(data, indent=2, default=str)

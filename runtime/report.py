@@ -57,6 +57,8 @@ def to_json(report: dict) -> str:
         "coverage": report.get("coverage", []),
         "runs": [],
     }
+    if report.get("band"):
+        out["band"] = report["band"]
     if report["settings"].get("synthetic_data") or report.get("needs_data"):  # a failed download needs no flag
         out["needs_data"] = report.get("needs_data", [])
     for run in report["runs"]:
