@@ -16,6 +16,8 @@ import ast
 import difflib
 import re
 
+from .notebookrun import CELL_SEP
+
 # A branch whose test names one of these picks code by the device found: not asked to run in both.
 _DEVICE_TEST = re.compile(r"cuda|device|gpu|accelerat|\bmps\b|xpu|is_available", re.IGNORECASE)
 SHOWN_MISSING = 20  # the report lists this many of the lines that did not run
@@ -69,8 +71,12 @@ def _likeliest(line: str, new: list, j1: int, j2: int) -> tuple:
 def _pair(path: str, ref: dict, other: dict) -> str:
     """The migrated run's name of one of the original's files: the entry script by role, others by their
     path in the folder each run copied (an original in another folder than the migration), else as shown."""
-    if path == ref.get("script_shown") and other.get("script_shown"):
-        return other["script_shown"]
+    script, other_script = ref.get("script_shown"), other.get("script_shown")
+    if script and other_script:
+        if path == script:
+            return other_script
+        if path.startswith(script + CELL_SEP):  # a cell of the entry notebook: the same cell of the other
+            return other_script + path[len(script):]
     inside = (ref.get("in_root") or {}).get(path)
     if inside is not None:
         for shown, other_inside in (other.get("in_root") or {}).items():

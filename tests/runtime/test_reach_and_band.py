@@ -108,3 +108,11 @@ def test_the_band_is_the_relative_divergence_step_by_step():
     band = pytest.importorskip("cpu2gpu.runtime.band")
     assert band.measure([1.0, 2.0, 0.0], [1.0, 2.002, 0.0]) == [0.0, pytest.approx(0.002 / 2.002), 0.0]
     assert band.measure([float("nan")], [1.0]) == [math.inf]
+
+
+def test_the_cells_of_an_entry_notebook_pair_with_the_other_notebooks_cells():
+    ref = {"script_shown": "orig.ipynb", "lines": {"orig.ipynb:cell 2": [1, 2]}, "sources": {},
+           "in_root": {"orig.ipynb:cell 2": "orig.ipynb:cell 2"}}
+    other = {"script_shown": "mig.ipynb", "lines": {"mig.ipynb:cell 2": [1, 2]}, "sources": {},
+             "in_root": {"mig.ipynb:cell 2": "mig.ipynb:cell 2"}}
+    assert reach.reached(ref, other)["missing_count"] == 0
