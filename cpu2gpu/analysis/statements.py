@@ -9,7 +9,7 @@ from typing import Iterable, Optional, Union, cast
 import libcst as cst
 
 from . import torchapi as api
-from .classdefs import child_nodes
+from .classdefs import child_nodes, walk
 from .facts import Hardcoded, Kind, Origin, Place, Value
 from .imports import dotted
 
@@ -303,13 +303,14 @@ class StatementWalker(AnalysisParts):
                 # input, and the other inputs without a default (flags and options have one).
                 first = positional[1].name.value
                 cpu_inputs = owner.class_value.cpu_inputs if owner.class_value is not None else frozenset()
+                mappings = _mapping_params(node)
                 for param in positional[1:]:
                     name = param.name.value
-                    if name in cpu_inputs:
-                        continue  # pack_padded_sequence's lengths: on the CPU
+                    if name in cpu_inputs or name in mappings:
+                        continue  # pack_padded_sequence's lengths: on the CPU; a dict of tensors has no device
                     if scope.names.get(name) is None and (param is positional[1] or param.default is None):
                         scope.names[name] = Value(Kind.TENSOR, param, name=name, explicit=Place.DEVICE)
-                context = (node, first)
+                context = (node, None if first in mappings else first)
         function_input = None
         if context is None:
             # A plain function handed tensors (a custom loss, a mask helper): what it makes
@@ -603,3 +604,21 @@ def _given_iterable(iterable: cst.BaseExpression, scope: Scope) -> bool:
     """A parameter of the function being walked that nothing is known of (not a default, not a kind)."""
     return isinstance(iterable, cst.Name) and iterable.value in (scope.params or ()) \
         and scope.names.get(iterable.value) is None
+
+
+_MAPPING_METHODS = frozenset({"items", "keys", "values", "get"})
+
+
+def _mapping_params(function: cst.FunctionDef) -> frozenset:
+    """The parameters the function reads as a mapping (``batch["x"]``, ``batch.items()``): no tensor, so no
+    ``batch.device`` to make its tensors on (it would raise on the CPU too)."""
+    found = set()
+    for node in walk(function.body):
+        if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and any(
+                isinstance(e.slice, cst.Index) and isinstance(e.slice.value, (cst.SimpleString, cst.ConcatenatedString))
+                for e in node.slice):
+            found.add(node.value.value)
+        elif (isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name)
+              and node.attr.value in _MAPPING_METHODS):
+            found.add(node.value.value)
+    return frozenset(found)

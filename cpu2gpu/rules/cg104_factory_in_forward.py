@@ -117,6 +117,15 @@ class FactoryInForward(Rule):
             "    def draw(self, n):\n        return torch.ones(n, device=device) * self.scale\n"
             "    def forward(self, x):\n        return x + self.draw(x.shape[-1])\n",
         ),
+        Invalid(  # forward takes a dict of tensors: it has no .device (that would raise on the CPU too)
+            "import torch\nfrom torch import nn\nclass Head(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.fc = nn.Linear(3, 1)\n    def forward(self, batch):\n        bias = torch.zeros(1)\n"
+            "        return self.fc(batch['x']) + bias\n",
+            "import torch\nfrom torch import nn\nclass Head(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.fc = nn.Linear(3, 1)\n    def forward(self, batch):\n"
+            "        bias = torch.zeros(1, device=next(self.parameters()).device)\n"
+            "        return self.fc(batch['x']) + bias\n",
+        ),
         Invalid(  # buffers only: the device of a buffer __init__ registers
             "import torch\nfrom torch import nn\nclass Center(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
             "        self.register_buffer('mean', torch.zeros(4))\n    def offsets(self):\n        return torch.arange(4.0)\n"
