@@ -2,8 +2,8 @@
 
     python benchmarks/bench_lines.py [--repeat 5] [SCRIPT ...]
 
-Each measurement is a fresh process that imports torch first (not timed), then runs the script with
-runpy, with the line recording of every verify run started or not. Prints per script the median
+Each measurement is a fresh process that imports torch first (not timed), then runs the script as a
+verify run does (usercode), with the line recording of every verify run started or not. Prints per script the median
 seconds of both and their ratio, measured alternately in one run (so that a busy machine weighs on
 both alike). Default scripts: fixture training scripts of several kinds (a CNN over a DataLoader, a
 linear regression over tensors, an LSTM).
@@ -28,14 +28,17 @@ import torch
 torch.set_num_threads(1)
 script, traced = sys.argv[1], sys.argv[2] == "1"
 folder = os.path.dirname(os.path.realpath(script)) + os.sep
+from cpu2gpu.runtime import usercode
 from cpu2gpu.runtime.linetrace import Lines
-lines = Lines(lambda f: os.path.realpath(f).startswith(folder))
+is_user = lambda f: os.path.realpath(f).startswith(folder)
+lines = Lines(is_user)
 sys.argv = [script]
 t0 = time.perf_counter()
 if traced:
+    usercode.install(is_user)
     lines.start()
 with contextlib.redirect_stdout(io.StringIO()):
-    runpy.run_path(script, run_name="__main__")
+    usercode.run_script(script)
 lines.stop()
 print(json.dumps({"seconds": time.perf_counter() - t0, "lines": len(lines.seen)}))
 """
@@ -53,7 +56,7 @@ def main() -> None:
     p.add_argument("scripts", nargs="*", default=DEFAULT)
     p.add_argument("--repeat", type=int, default=5)
     a = p.parse_args()
-    print(f"python {sys.version.split()[0]}, {'sys.monitoring' if hasattr(sys, 'monitoring') else 'sys.settrace'}")
+    print(f"python {sys.version.split()[0]}")
     print(f"{'script':48} {'plain s':>8} {'traced s':>9} {'ratio':>6} {'lines':>6}")
     for script in a.scripts:
         plain, traced, seen = [], [], 0

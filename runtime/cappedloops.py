@@ -3,7 +3,7 @@
 ``for step in range(400): ... optimizer.step()`` cannot be run dry the way a DataLoader pass is
 (stepcap), so the run used to end at the cap, and the code after the loop (evaluation, a
 ``.numpy()`` of predictions, saving) never ran: a bug there passed unseen. Here the user's files
-are compiled with each ``for`` statement's iterable wrapped, ``for x in _cpu2gpu_capped(it):``,
+are compiled (usercode) with each ``for`` statement's iterable wrapped, ``for x in _cpu2gpu_capped(it):``,
 on the same line and column, so that tracebacks, diagnoses and line numbers stay the user's. The
 wrapper makes the loop a pass of the step cap: once the cap is reached, the loop ends at its next
 item if an optimizer step ran since its last one (a training loop, or an epoch loop around one),
@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import ast
 import builtins
-import importlib.abc
-import importlib.machinery
-import runpy
 import sys
+
+from . import usercode
 
 WRAPPER = "_cpu2gpu_capped"
 WHILE_GATE = "_cpu2gpu_while"
@@ -50,10 +49,9 @@ class _WrapForLoops(ast.NodeTransformer):
         return [ast.copy_location(enter, node), node]
 
 
-def compile_capped(source: bytes, path: str):
-    """The code of a user's file with its for loops' iterables wrapped (same lines and columns)."""
-    tree = _WrapForLoops().visit(ast.parse(source, path))
-    return compile(ast.fix_missing_locations(tree), path, "exec", dont_inherit=True)
+def cap_loops(tree: ast.Module, path: str) -> ast.Module:
+    """A user's file's tree with its for loops' iterables wrapped and its while tests gated (usercode)."""
+    return _WrapForLoops().visit(tree)
 
 
 class _CappedIterator:
@@ -115,11 +113,6 @@ def while_gate(key) -> bool:
     return True
 
 
-def active() -> bool:
-    """Whether the step cap is installed in this process (the loops of code compiled now get capped)."""
-    return _CAP is not None
-
-
 def capped(iterable):
     it = iter(iterable)
     if _CAP is None or isinstance(it, _LOADER_ITER):
@@ -127,30 +120,8 @@ def capped(iterable):
     return _CappedIterator(it)
 
 
-class _CappedLoader(importlib.machinery.SourceFileLoader):
-    """A user's module, compiled with its loops capped (never from a cached .pyc)."""
-
-    def get_code(self, fullname):
-        path = self.get_filename(fullname)
-        return compile_capped(self.get_data(path), path)
-
-
-class _UserFiles(importlib.abc.MetaPathFinder):
-    def __init__(self, is_user_file):
-        self.is_user_file = is_user_file
-
-    def find_spec(self, fullname, path=None, target=None):
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
-        if spec is None or not isinstance(spec.loader, importlib.machinery.SourceFileLoader):
-            return None
-        if not spec.origin or not self.is_user_file(spec.origin):
-            return None
-        spec.loader = _CappedLoader(fullname, spec.origin)
-        return spec
-
-
-def install(cap, is_user_file) -> None:
-    """Cap the for loops of the user's files that are imported from now on."""
+def install(cap) -> None:
+    """Cap the for and while loops of the user's files compiled from now on (usercode)."""
     global _CAP, _LOADER_ITER
     from torch.utils.data import dataloader
 
@@ -162,14 +133,4 @@ def install(cap, is_user_file) -> None:
     setattr(builtins, WRAPPER, capped)
     setattr(builtins, WHILE_GATE, while_gate)
     setattr(builtins, WHILE_ENTER, while_enter)
-    sys.meta_path.insert(0, _UserFiles(is_user_file))
-
-
-def run_script(path: str) -> dict:
-    """``runpy.run_path(path, run_name="__main__")``, with the script's loops capped."""
-    run_code = getattr(runpy, "_run_module_code", None)
-    with open(path, "rb") as f:
-        source = f.read()
-    if run_code is None:
-        return runpy.run_path(path, run_name="__main__")
-    return run_code(compile_capped(source, path), None, "__main__", None, "", path)
+    usercode.add_transform(cap_loops)

@@ -10,7 +10,6 @@ import argparse
 import json
 import os
 import random
-import runpy
 import sys
 import time
 import traceback
@@ -182,10 +181,13 @@ def main(argv=None) -> int:
     cuda_drew = harness.track_cuda_rng() if opts.mode == "cuda" else None
 
     script = os.path.abspath(opts.script)
+    from . import usercode
+
+    usercode.install(rec.is_user_file)  # the user's files compiled with the run's transforms
     if rec.cap is not None:
         from . import cappedloops
 
-        cappedloops.install(rec.cap, rec.is_user_file)
+        cappedloops.install(rec.cap)
     sys.argv = [opts.script] + list(opts.args)
     sys.path[0] = os.path.dirname(script)
 
@@ -198,10 +200,8 @@ def main(argv=None) -> int:
     try:
         if is_notebook(script):
             namespace = notebookrun.run(script)
-        elif rec.cap is not None:
-            namespace = cappedloops.run_script(script)
         else:
-            namespace = runpy.run_path(script, run_name="__main__")
+            namespace = usercode.run_script(script)
     except harness.StopRun as e:
         status = "max_steps"
         stop_reason = e.args[0] if e.args else None
@@ -320,7 +320,7 @@ def _sources(lines, display) -> dict:
     import linecache
 
     out = {}
-    for filename in {f for f, _ in lines.seen}:
+    for filename in set(lines.compiled) | {f for f, _ in lines.seen}:
         text = linecache.getlines(filename)
         if text:
             out[display(filename)] = [line.rstrip("\r\n") for line in text]
@@ -331,7 +331,7 @@ def _in_root(lines, display, workdir) -> dict:
     """{shown path: path inside the copied folder} of each user file that ran: how the parent pairs an
     original's files with the migrated ones when the two live in different folders."""
     root = os.path.realpath(workdir)
-    return {display(f): os.path.relpath(os.path.realpath(f), root) for f in {f for f, _ in lines.seen}}
+    return {display(f): os.path.relpath(os.path.realpath(f), root) for f in set(lines.compiled) | {f for f, _ in lines.seen}}
 
 
 def _needs_data(exc, setup, opts, display, exception):

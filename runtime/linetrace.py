@@ -1,123 +1,117 @@
 """Which lines of the user's files a run executed: the evidence that "proven" covers the code.
 
-A migration is proven only over the code that ran on the device, so every run records the lines of
-the user's files it executed, from the script's first line to its last (coverage.py's way, cut down
-to what the verdict needs). With ``sys.monitoring`` (Python 3.12+) each line reports once and is then
-disabled, so a hot loop costs nothing after its first pass; the cap re-enables them all once, to
-count the lines that ran after it. Before 3.12 a ``sys.settrace`` tracer sees only the user's frames
-(the call event of any other frame returns at once), which costs one Python call per frame of
-torch's own Python code. Forked DataLoader workers report nothing back, so they trace nothing.
+A migration is proven only over the code that ran on the device, so every run records the
+statements of the user's files it executed, from the script's first to its last. The files are
+compiled (usercode) with a recorder before each statement, on the statement's own line:
+``_cpu2gpu_lines_3.add(12)``, a set's ``add`` of the line number (about 0.1 us). A tracer
+(``sys.settrace``) would also be called for every frame of torch's own Python code, and cost a
+third of a small script's time; ``sys.monitoring`` (3.12+) is not in every Python this runs on.
+The line of a statement is its first line; what runs in a DataLoader worker (a forked process)
+reports nothing back. The cap of --max-steps swaps the sets for fresh ones, so that the lines
+that ran after it are known too.
 """
 
 from __future__ import annotations
 
-import os
-import sys
-from typing import Any, Callable
+import ast
+import builtins
+from typing import Callable
 
-_forks_hooked = False
-_MONITORING: Any = getattr(sys, "monitoring", None)
-_TOOL_NAME = "cpu2gpu-lines"
+from . import usercode
+
+_PREFIX = "_cpu2gpu_lines_"
+_DOCSTRING_HOLDERS = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 
 
-def _untrace_in_child() -> None:
-    sys.settrace(None)
-    if _MONITORING is not None:
-        for tool in range(6):
-            if _MONITORING.get_tool(tool) == _TOOL_NAME:
-                _MONITORING.set_events(tool, 0)
+class _RecordStatements(ast.NodeTransformer):
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def _recorder(self, stmt: ast.stmt) -> ast.stmt:
+        call = ast.Call(func=ast.Attribute(ast.Name(self.name, ast.Load()), "add", ast.Load()),
+                        args=[ast.Constant(stmt.lineno)], keywords=[])
+        return ast.copy_location(ast.Expr(call), stmt)
+
+    def generic_visit(self, node: ast.AST) -> ast.AST:
+        super().generic_visit(node)
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if not isinstance(block, list) or not block or not isinstance(block[0], ast.stmt):
+                continue
+            out: list = []
+            for i, stmt in enumerate(block):
+                first = i == 0 and field == "body" and isinstance(node, _DOCSTRING_HOLDERS)
+                if first and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) \
+                        and isinstance(stmt.value.value, str):
+                    out.append(stmt)  # the docstring stays the docstring
+                    continue
+                if isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__":
+                    out.append(stmt)  # must stay first
+                    continue
+                out += [self._recorder(stmt), stmt]
+            setattr(node, field, out)
+        return node
 
 
 class Lines:
     """The (file, line) pairs of the user's files that ran, and those that ran after the cap."""
 
     def __init__(self, is_user_file: Callable[[str], bool]) -> None:
-        self.seen: set = set()
-        self.after: set = set()  # lines that ran after mark_cap()
         self._is_user_file = is_user_file
-        self._user: dict = {}
+        self._names: dict = {}  # file -> the builtin name of its set
+        self._before: dict = {}  # file -> the lines that ran before the cap (once it is reached)
         self._capped = False
         self.active = False
-        self._tool: int | None = None
 
-    def _is_user(self, filename) -> bool:
-        known = self._user.get(filename)
-        if known is None:
-            known = self._user[filename] = self._is_user_file(filename)
-        return known
+    def _record(self, tree: ast.Module, path: str) -> ast.Module:
+        if not self.active or not self._is_user_file(path):
+            return tree
+        name = self._names.get(path)
+        if name is None:
+            name = self._names[path] = f"{_PREFIX}{len(self._names)}"
+            setattr(builtins, name, set())
+        return _RecordStatements(name).visit(tree)
 
-    # -- sys.settrace (before Python 3.12) ----------------------------------------
-
-    def _on_call(self, frame, event, arg):
-        return self._on_line if self._is_user(frame.f_code.co_filename) else None
-
-    def _on_line(self, frame, event, arg):
-        if event == "line":
-            key = (frame.f_code.co_filename, frame.f_lineno)
-            self.seen.add(key)
-            if self._capped:
-                self.after.add(key)
-        return self._on_line
-
-    # -- sys.monitoring (Python 3.12+) ------------------------------------------------
-
-    def _on_monitored_line(self, code, line):
-        if not self._is_user(code.co_filename):
-            return _MONITORING.DISABLE
-        key = (code.co_filename, line)
-        self.seen.add(key)
-        if self._capped:
-            self.after.add(key)
-        return _MONITORING.DISABLE  # once is enough: mark_cap() turns them on again
-
-    def _start_monitoring(self) -> bool:
-        mon = _MONITORING
-        for tool in range(6):  # the ids a tool may take; coverage.py and debuggers hold others
-            if mon.get_tool(tool) is None:
-                mon.use_tool_id(tool, _TOOL_NAME)
-                mon.register_callback(tool, mon.events.LINE, self._on_monitored_line)
-                mon.set_events(tool, mon.events.LINE)
-                self._tool = tool
-                return True
-        return False
-
-    # -- the run's side -------------------------------------------------------------------
-
-    def start(self, frame=None) -> None:
-        """Record from here on; `frame`: the user's frames already running (and their callers) too."""
-        global _forks_hooked
+    def start(self) -> None:
+        """Record the lines of the user's files compiled from now on (usercode)."""
         if self.active:
             return
-        if not _forks_hooked and hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=_untrace_in_child)
-            _forks_hooked = True
         self.active = True
-        if _MONITORING is not None and self._start_monitoring():
-            return
-        while frame is not None:
-            if self._is_user(frame.f_code.co_filename):
-                frame.f_trace = self._on_line
-            frame = frame.f_back
-        sys.settrace(self._on_call)
+        usercode.add_transform(self._record)
 
     def mark_cap(self, frame=None) -> None:
-        """The cap of --max-steps is reached: from now on the lines that run are also counted in `after`."""
+        """The cap of --max-steps is reached: from now on the lines that run also count in `after`."""
+        if self._capped:
+            return
         self._capped = True
-        if not self.active:
-            self.start(frame)
-        elif self._tool is not None:
-            _MONITORING.restart_events()
+        for path, name in self._names.items():
+            self._before[path] = getattr(builtins, name)
+            setattr(builtins, name, set())
 
     def stop(self) -> None:
-        if not self.active:
-            return
         self.active = False
-        if self._tool is not None:
-            _MONITORING.set_events(self._tool, 0)
-            _MONITORING.free_tool_id(self._tool)
-            self._tool = None
-        else:
-            sys.settrace(None)
+
+    def _now(self, path: str) -> set:
+        return getattr(builtins, self._names[path], set())
+
+    @property
+    def compiled(self) -> list:
+        """The user's files compiled with a recorder: those that ran, and a notebook's cells that did not."""
+        return list(self._names)
+
+    @property
+    def seen(self) -> set:
+        out = set()
+        for path in self._names:
+            for line in self._now(path) | self._before.get(path, set()):
+                out.add((path, line))
+        return out
+
+    @property
+    def after(self) -> set:
+        if not self._capped:
+            return set()
+        return {(path, line) for path in self._names for line in self._now(path)}
 
     def by_file(self, display: Callable[[str], str]) -> dict:
         """{shown path: sorted lines} of the lines that ran."""
@@ -125,3 +119,4 @@ class Lines:
         for filename, line in self.seen:
             out.setdefault(display(filename), set()).add(line)
         return {path: sorted(lines) for path, lines in sorted(out.items())}
+

@@ -70,12 +70,10 @@ def compile_cells(path: str) -> list:
 
 
 def _compile(source: str, name: str):
-    """A cell's code, its loops capped as a script's are when --max-steps is on (cappedloops)."""
-    from . import cappedloops
+    """A cell's code, compiled as a script's is: loops capped, lines recorded (usercode)."""
+    from . import usercode
 
-    if cappedloops.active():
-        return cappedloops.compile_capped(source.encode("utf-8"), name)
-    return compile(source, name, "exec", dont_inherit=True)
+    return usercode.compile_user(source.encode("utf-8"), name)
 
 
 def run(path: str) -> dict:

@@ -68,15 +68,19 @@ def _likeliest(line: str, new: list, j1: int, j2: int) -> tuple:
     return (j + 1,) if best >= 0.6 else tuple(range(j1 + 1, j2 + 1))
 
 
+def _entry(run: dict) -> list:
+    """The entry's files in order: the script, or the notebook's cells by number."""
+    script = run.get("script_shown")
+    if not script:
+        return []
+    names = set(run.get("sources") or {}) | set(run.get("lines") or {})
+    cells = [p for p in names if p.startswith(script + CELL_SEP) and p[len(script) + len(CELL_SEP):].isdigit()]
+    return sorted(cells, key=lambda p: int(p[len(script) + len(CELL_SEP):])) or [script]
+
+
 def _pair(path: str, ref: dict, other: dict) -> str:
-    """The migrated run's name of one of the original's files: the entry script by role, others by their
-    path in the folder each run copied (an original in another folder than the migration), else as shown."""
-    script, other_script = ref.get("script_shown"), other.get("script_shown")
-    if script and other_script:
-        if path == script:
-            return other_script
-        if path.startswith(script + CELL_SEP):  # a cell of the entry notebook: the same cell of the other
-            return other_script + path[len(script):]
+    """The migrated run's name of one of the original's other files: by its path in the folder each run
+    copied (an original in another folder than the migration), else as shown."""
     inside = (ref.get("in_root") or {}).get(path)
     if inside is not None:
         for shown, other_inside in (other.get("in_root") or {}).items():
@@ -85,35 +89,67 @@ def _pair(path: str, ref: dict, other: dict) -> str:
     return path
 
 
+def _flat(run: dict, files: list) -> tuple[list, list]:
+    """The files' texts one after the other (a notebook's cells as the script they make), and the
+    (file, line) of each of those lines."""
+    text: list = []
+    where: list = []
+    for f in files:
+        source = (run.get("sources") or {}).get(f)
+        if source is None:  # no text: as many empty lines as it ran
+            source = [""] * max((run.get("lines") or {}).get(f) or [0])
+        text += source
+        where += [(f, n) for n in range(1, len(source) + 1)]
+    return text, where
+
+
+def _unit(ref: dict, ref_files: list, other: dict, other_files: list, tally: dict) -> None:
+    """Count the lines of `ref_files` that ran in `ref` and whether they ran in `other`'s files."""
+    old_text, old_where = _flat(ref, ref_files)
+    new_text, new_where = _flat(other, other_files)
+    known = all(f in (ref.get("sources") or {}) for f in ref_files) and \
+        all(f in (other.get("sources") or {}) for f in other_files)
+    mapping = line_map(old_text, new_text) if known else {}
+    device_only: set = set()
+    for f in ref_files:
+        source = (ref.get("sources") or {}).get(f)
+        if source is not None:
+            device_only |= {(f, n) for n in device_branch_lines(source)}
+    ran_old = {(f, n) for f in ref_files for n in (ref.get("lines") or {}).get(f, ())}
+    ran_new = {(f, n) for f in other_files for n in (other.get("lines") or {}).get(f, ())}
+    for i, (f, n) in enumerate(old_where, 1):
+        if (f, n) not in ran_old:
+            continue
+        if (f, n) in device_only:
+            tally["set_aside"] += 1
+            continue
+        if known:
+            targets = [new_where[j - 1] for j in mapping.get(i, ())]
+            if not targets:
+                continue  # the migration removed it
+        else:  # no text to match (a file that never ran there): the same line of the paired file
+            k = ref_files.index(f)
+            targets = [(other_files[k] if k < len(other_files) else other_files[-1], n)] if other_files else [(f, n)]
+        tally["ran"] += 1
+        if not ran_new.intersection(targets):
+            tally["missing"].append({"file": targets[0][0], "line": targets[0][1], "original_line": n,
+                                     "source": old_text[i - 1].strip()})
+
+
 def reached(ref: dict, other: dict) -> dict | None:
     """How many of the lines the original (`ref`) ran also ran in `other`, with the first ones that
-    did not; None when a run recorded no lines (an older child, a run that failed at its start)."""
+    did not; None when a run recorded no lines (an older child, a run that failed at its start).
+    The entry (a script or a notebook's cells, either against either) is matched as one text; the
+    other files one by one."""
     ref_lines, other_lines = ref.get("lines"), other.get("lines")
     if not ref_lines or other_lines is None:
         return None
-    ran = set_aside = 0
-    missing: list = []
-    for path, lines in ref_lines.items():
-        target = _pair(path, ref, other)
-        old_text = (ref.get("sources") or {}).get(path)
-        new_text = (other.get("sources") or {}).get(target)
-        if old_text is not None and new_text is not None:
-            mapping = line_map(old_text, new_text)
-        else:
-            mapping = {n: (n,) for n in lines}  # the migrated file never ran: same lines asked for
-        device_only = device_branch_lines(old_text) if old_text is not None else set()
-        done = set(other_lines.get(target, ()))
-        for n in lines:
-            if n in device_only:
-                set_aside += 1
-                continue
-            new_lines = mapping.get(n)
-            if not new_lines:
-                continue  # the migration removed it
-            ran += 1
-            if not done.intersection(new_lines):
-                source = old_text[n - 1].strip() if old_text and n <= len(old_text) else ""
-                missing.append({"file": target, "line": new_lines[0], "original_line": n, "source": source})
-    return {"ran": ran, "reached": ran - len(missing), "missing": missing[:SHOWN_MISSING],
-            "missing_count": len(missing), "set_aside": set_aside}
-
+    tally: dict = {"ran": 0, "set_aside": 0, "missing": []}
+    ref_entry, other_entry = _entry(ref), _entry(other)
+    _unit(ref, ref_entry, other, other_entry, tally)
+    for path in ref_lines:
+        if path not in ref_entry:
+            _unit(ref, [path], other, [_pair(path, ref, other)], tally)
+    missing = tally["missing"]
+    return {"ran": tally["ran"], "reached": tally["ran"] - len(missing), "missing": missing[:SHOWN_MISSING],
+            "missing_count": len(missing), "set_aside": tally["set_aside"]}

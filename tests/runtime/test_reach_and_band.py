@@ -116,3 +116,16 @@ def test_the_cells_of_an_entry_notebook_pair_with_the_other_notebooks_cells():
     other = {"script_shown": "mig.ipynb", "lines": {"mig.ipynb:cell 2": [1, 2]}, "sources": {},
              "in_root": {"mig.ipynb:cell 2": "mig.ipynb:cell 2"}}
     assert reach.reached(ref, other)["missing_count"] == 0
+
+
+def test_a_notebooks_cells_match_the_script_made_of_them():
+    """verify mlp.py --against mlp.ipynb: the original's cells, one after the other, are the script's text."""
+    cells = {"nb.ipynb:cell 1": ["import torch", "x = torch.ones(2)"], "nb.ipynb:cell 2": ["y = x * 2", "print(y)"]}
+    ref = {"script_shown": "nb.ipynb", "lines": {"nb.ipynb:cell 1": [1, 2], "nb.ipynb:cell 2": [1, 2]},
+           "sources": cells, "in_root": {}}
+    script = ["import torch", "device = 'cpu'", "x = torch.ones(2, device=device)", "y = x * 2", "print(y)"]
+    other = {"script_shown": "nb.py", "lines": {"nb.py": [1, 2, 3, 4, 5]}, "sources": {"nb.py": script},
+             "in_root": {}}
+    assert reach.reached(ref, other)["missing_count"] == 0
+    cov = reach.reached(ref, dict(other, lines={"nb.py": [1, 2, 3]}))  # the second cell's lines never ran
+    assert cov["ran"] == 4 and [(m["file"], m["line"]) for m in cov["missing"]] == [("nb.py", 4), ("nb.py", 5)]
