@@ -14,9 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT = ["fixtures/runtime/cnn_original.py", "fixtures/runtime/linreg_original.py",
@@ -45,9 +47,13 @@ print(json.dumps({"seconds": time.perf_counter() - t0, "lines": len(lines.seen)}
 
 
 def measure(script: str, traced: bool) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, script, "1" if traced else "0"], cwd=ROOT,
-                         capture_output=True, text=True, check=True,
-                         env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONHASHSEED="0"))
+    """One run of a copy of the script in a scratch folder (what it writes, a checkpoint, stays there)."""
+    with tempfile.TemporaryDirectory(prefix="cpu2gpu-bench-lines-") as tmp:
+        copy = os.path.join(tmp, os.path.basename(script))
+        shutil.copy(os.path.join(ROOT, script), copy)
+        out = subprocess.run([sys.executable, "-c", CHILD, copy, "1" if traced else "0"], cwd=tmp,
+                             capture_output=True, text=True, check=True,
+                             env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONHASHSEED="0"))
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
