@@ -81,6 +81,12 @@ def summarise_migrate(res: dict, wall: float) -> dict:
         "cpu_fallback_reasons": cpu_reasons,
         "changed_files": rep.get("changed_files", []),
         "unreached": rep.get("unreached", []),
+        # what the proof covered (verify's coverage), how far rounding alone carries the losses (band),
+        # and the random draws the simulated device mirrored from the CPU generator
+        "coverage": [{k: c.get(k) for k in ("run", "ran", "reached", "missing_count", "set_aside")}
+                     for c in v.get("coverage") or []],
+        "band_max": (v.get("band") or {}).get("max"),
+        "mirrored_draws": max([x.get("mirrored_draws") or 0 for x in runs], default=0),
         "diff": (rep.get("diff") or "")[:6000],
     })
     return out
@@ -183,7 +189,21 @@ def report(recs: list[dict]) -> str:
         extra = ("\nnotebooks migrated as the converted .py (run.py's conversion): proven "
                  f"{sum(bool(r['migrate_py'].get('proven')) for r in nb)} of {len(nb)}, median wall "
                  f"{median([r['migrate_py']['wall_seconds'] for r in nb])} s")
-    return "\n\n".join([table(recs) + extra, misses_table(recs), unproven(recs), disagreements(recs)])
+    return "\n\n".join([table(recs) + extra + proof_lines(recs), misses_table(recs), unproven(recs),
+                        disagreements(recs)])
+
+
+def proof_lines(recs: list[dict]) -> str:
+    """What the proofs covered: lines the original ran that ran on the device, mirrored draws, bands."""
+    proven = [r["migrate"] for r in recs if r.get("migrate", {}).get("proven")]
+    device = [c for m in proven for c in m.get("coverage", []) if c.get("run") != "migrated (cpu)"]
+    if not device:
+        return ""
+    ran, reached = sum(c["ran"] or 0 for c in device), sum(c["reached"] or 0 for c in device)
+    bands = [m["band_max"] for m in proven if m.get("band_max") is not None]
+    return (f"\nproven: {reached} of {ran} lines the originals ran were run on the device "
+            f"({len(device)} entries); mirrored draws in {sum(bool(m.get('mirrored_draws')) for m in proven)}; "
+            f"a measured band in {len(bands)}" + (f" (largest {max(bands):.2g})" if bands else ""))
 
 
 def main(argv=None) -> int:
