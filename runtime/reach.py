@@ -6,8 +6,9 @@ and changes the lines it moves), so the original's lines are carried over to the
 line diff: an unchanged line maps to its place, a changed line to the line most like it among those
 that replaced it (or to all of them: it ran if any of them ran), a line the migration removed is not
 asked for. Lines inside a branch on the
-device (``if torch.cuda.is_available():``, ``if args.cuda:``, ``else`` of ``if device == "cpu":``)
-run in one run and not the other by design: they are set aside and counted as such.
+device (``if torch.cuda.is_available():``, ``if args.cuda:``, ``else`` of ``if device == "cpu":``), the
+original's or the one the migration put around a CUDA call, run in one run and not the other by
+design: they are set aside and counted as such.
 """
 
 from __future__ import annotations
@@ -110,11 +111,8 @@ def _unit(ref: dict, ref_files: list, other: dict, other_files: list, tally: dic
     known = all(f in (ref.get("sources") or {}) for f in ref_files) and \
         all(f in (other.get("sources") or {}) for f in other_files)
     mapping = line_map(old_text, new_text) if known else {}
-    device_only: set = set()
-    for f in ref_files:
-        source = (ref.get("sources") or {}).get(f)
-        if source is not None:
-            device_only |= {(f, n) for n in device_branch_lines(source)}
+    device_only = _device_branches(ref, ref_files)
+    new_device_only = _device_branches(other, other_files)  # the migration's own guards (CG204)
     ran_old = {(f, n) for f in ref_files for n in (ref.get("lines") or {}).get(f, ())}
     ran_new = {(f, n) for f in other_files for n in (other.get("lines") or {}).get(f, ())}
     for i, (f, n) in enumerate(old_where, 1):
@@ -130,10 +128,23 @@ def _unit(ref: dict, ref_files: list, other: dict, other_files: list, tally: dic
         else:  # no text to match (a file that never ran there): the same line of the paired file
             k = ref_files.index(f)
             targets = [(other_files[k] if k < len(other_files) else other_files[-1], n)] if other_files else [(f, n)]
+        if all(t in new_device_only for t in targets):
+            tally["set_aside"] += 1  # `if torch.cuda.is_available():` put around it by the migration
+            continue
         tally["ran"] += 1
         if not ran_new.intersection(targets):
             tally["missing"].append({"file": targets[0][0], "line": targets[0][1], "original_line": n,
                                      "source": old_text[i - 1].strip()})
+
+
+def _device_branches(run: dict, files: list) -> set:
+    """(file, line) of the lines of `files` in a branch on the device."""
+    out: set = set()
+    for f in files:
+        source = (run.get("sources") or {}).get(f)
+        if source is not None:
+            out |= {(f, n) for n in device_branch_lines(source)}
+    return out
 
 
 def reached(ref: dict, other: dict) -> dict | None:

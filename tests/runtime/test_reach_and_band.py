@@ -129,3 +129,13 @@ def test_a_notebooks_cells_match_the_script_made_of_them():
     assert reach.reached(ref, other)["missing_count"] == 0
     cov = reach.reached(ref, dict(other, lines={"nb.py": [1, 2, 3]}))  # the second cell's lines never ran
     assert cov["ran"] == 4 and [(m["file"], m["line"]) for m in cov["missing"]] == [("nb.py", 4), ("nb.py", 5)]
+
+
+def test_a_guard_the_migration_put_around_a_cuda_call_sets_its_line_aside():
+    """`torch.cuda.manual_seed(s)` guarded by the rewrite (CG204): the CPU fallback skips it by design."""
+    old = ["import torch", "torch.manual_seed(1)", "torch.cuda.manual_seed(1)"]
+    new = ["import torch", "torch.manual_seed(1)", "if torch.cuda.is_available():", "    torch.cuda.manual_seed(1)"]
+    ref = {"script_shown": "a.py", "lines": {"a.py": [1, 2, 3]}, "sources": {"a.py": old}, "in_root": {}}
+    cpu = {"script_shown": "b.py", "lines": {"b.py": [1, 2, 3]}, "sources": {"b.py": new}, "in_root": {}}
+    cov = reach.reached(ref, cpu)
+    assert cov["missing_count"] == 0 and cov["set_aside"] == 1 and cov["ran"] == 2
