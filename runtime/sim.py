@@ -1085,9 +1085,15 @@ def install(kind: str = "cuda") -> None:
     T.pin_memory = _pin_memory
     for name in _NEW_METHODS:
         setattr(T, name, _factory(getattr(torch._C.TensorBase, name)))
+    from torch.jit import _builtins as jit_builtins
+
     for name in _FACTORIES:
         if hasattr(torch, name):
-            setattr(torch, name, _factory(getattr(torch, name)))
+            orig = getattr(torch, name)
+            setattr(torch, name, _factory(orig))
+            op = jit_builtins._get_builtin_table().get(id(orig))
+            if op is not None:  # TorchScript (torch.distributed.optim scripts its optimizers) sees the op
+                jit_builtins._register_builtin(getattr(torch, name), op)
     data_parallel: Any = torch.nn.DataParallel  # patched
     data_parallel.scatter = _data_parallel_scatter
     _orig_set_default = torch.set_default_device

@@ -42,3 +42,31 @@ def test_set_default_device_takes_its_argument_by_keyword(tmp_path):
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out == {"keyword": "cuda:0", "reset": "cpu", "positional": "cuda:0", "properties": True,
                    "rng_state": True, "initialized": True}
+
+
+_SCRIPTED = r"""
+import torch
+from cpu2gpu.runtime import sim
+
+sim.install()
+import torch.distributed.optim  # scripts its functional optimizers at import
+
+
+@torch.jit.script
+def zeros_like_rows(x: torch.Tensor) -> torch.Tensor:
+    return torch.zeros(x.size(0)) + x.sum(1)
+
+
+print(zeros_like_rows(torch.ones(2, 3)).tolist())
+"""
+
+
+def test_torchscript_sees_the_simulators_factories_as_torchs_ops(tmp_path):
+    """The factories the simulator wraps stay TorchScript builtins: torch.distributed.optim (an RPC
+    training script imports it) and a scripted function that calls torch.zeros compile."""
+    script = tmp_path / "scripted.py"  # TorchScript reads the function's source from its file
+    script.write_text(_SCRIPTED)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=HANG_GUARD_S,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"}, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "[3.0, 3.0]"
