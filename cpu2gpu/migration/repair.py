@@ -66,15 +66,8 @@ def repair(data: bytes, evidence: Evidence) -> Optional[Repair]:
     facts = analyze(reading.module)
     device, setup = _device(reading, facts, binding, evidence)
     edits, shown = _edits(binding, evidence, device, facts)
-    if not edits:
-        return None
-    if setup:
-        edits.extend(plan_device_setup(reading.module, facts.torch_alias, facts.names_in_use).setup_edits(
-            reading.module, edits))
-    new = apply_edits(reading.module, edits).bytes
-    if new == data or python_syntax_error(new):
-        return None
-    return Repair(new, binding.line, binding.how, shown)
+    fixed = _made(reading, facts, edits, setup, binding.line, binding.how, shown)
+    return None if fixed is None or fixed.data == data else fixed
 
 
 def rule_fix(data: bytes, path: str, code: str, line: int) -> Optional[Repair]:
