@@ -315,12 +315,13 @@ def main(argv=None) -> int:
 
 
 def _sources(lines, display) -> dict:
-    """{shown path: its text's lines} of each user file that ran: what the parent maps the lines of
-    the original onto the migrated files with (the rewrite adds and changes lines)."""
+    """{shown path: its text's lines} of each user file compiled (those that ran, a notebook's cells that did
+    not): what the parent maps the original's lines onto the migrated files with (the rewrite adds and
+    changes lines)."""
     import linecache
 
     out = {}
-    for filename in set(lines.compiled) | {f for f, _ in lines.seen}:
+    for filename in lines.compiled:
         text = linecache.getlines(filename)
         if text:
             out[display(filename)] = [line.rstrip("\r\n") for line in text]
@@ -328,10 +329,10 @@ def _sources(lines, display) -> dict:
 
 
 def _in_root(lines, display, workdir) -> dict:
-    """{shown path: path inside the copied folder} of each user file that ran: how the parent pairs an
+    """{shown path: path inside the copied folder} of each user file compiled: how the parent pairs an
     original's files with the migrated ones when the two live in different folders."""
     root = os.path.realpath(workdir)
-    return {display(f): os.path.relpath(os.path.realpath(f), root) for f in set(lines.compiled) | {f for f, _ in lines.seen}}
+    return {display(f): os.path.relpath(os.path.realpath(f), root) for f in lines.compiled}
 
 
 def _needs_data(exc, setup, opts, display, exception):

@@ -79,7 +79,7 @@ class Lines:
         self.active = True
         usercode.add_transform(self._record)
 
-    def mark_cap(self, frame=None) -> None:
+    def mark_cap(self) -> None:
         """The cap of --max-steps is reached: from now on the lines that run also count in `after`."""
         if self._capped:
             return
@@ -96,7 +96,8 @@ class Lines:
 
     @property
     def compiled(self) -> list:
-        """The user's files compiled with a recorder: those that ran, and a notebook's cells that did not."""
+        """The user's files compiled with a recorder: those that ran (every file of `seen`), and a notebook's
+        cells that did not."""
         return list(self._names)
 
     @property

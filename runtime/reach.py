@@ -5,10 +5,9 @@ Each run reports the lines of the user's files it executed and the text of those
 and changes the lines it moves), so the original's lines are carried over to the migrated text by a
 line diff: an unchanged line maps to its place, a changed line to the line most like it among those
 that replaced it (or to all of them: it ran if any of them ran), a line the migration removed is not
-asked for. Lines inside a branch on the
-device (``if torch.cuda.is_available():``, ``if args.cuda:``, ``else`` of ``if device == "cpu":``), the
-original's or the one the migration put around a CUDA call, run in one run and not the other by
-design: they are set aside and counted as such.
+asked for. Lines inside a branch on the device (``if torch.cuda.is_available():``, ``if args.cuda:``,
+``else`` of ``if device == "cpu":``), the original's or the one the migration put around a CUDA call,
+run in one run and not the other by design: they are set aside and counted as such.
 """
 
 from __future__ import annotations

@@ -239,7 +239,7 @@ class StepCap:
         self.at = self.rec.user_location(frame)
         if driver is None:  # nothing to run dry: end here, as --max-steps always did
             self._stop("loop", frame)
-        self.lines.mark_cap(frame)
+        self.lines.mark_cap()
 
     def on_backward(self) -> None:
         """A backward pass after the cap: training that goes on; bounded."""

@@ -151,9 +151,7 @@ def judge(specs: list, results: list, rtol=None, band_values: list | None = None
         if spec.nproc:  # every rank trained, the same steps, the ranks' parameters stayed equal
             reasons.extend(_reason(spec, cause) for cause in distributed.reasons(res))
 
-    ref_spec = next((s for s in specs if s.role == "original"), None)
-    if ref_spec is None:
-        ref_spec = next((s for s in specs if s.mode == "cpu"), None)
+    ref_spec = _reference_spec(specs)
     ref = by_label.get(ref_spec.label) if ref_spec else None
     if ref_spec is not None and ref is not None and ref["status"] in OK:  # ref is None without a ref_spec
         for spec, res in zip(specs, results):
@@ -216,6 +214,11 @@ def judge(specs: list, results: list, rtol=None, band_values: list | None = None
             "needs_data": needs, "coverage": coverage}
 
 
+def _reference_spec(specs: list) -> RunSpec | None:
+    """The run the others are held to: the original, else the CPU run of the migrated script."""
+    return next((s for s in specs if s.role == "original"), None) or next((s for s in specs if s.mode == "cpu"), None)
+
+
 def _parts_by_rounding(report: dict) -> bool:
     """Whether a step-by-step comparison failed: then the original's own sensitivity to rounding decides."""
     return any(c["method"] == "step" and not c["ok"] for c in report["comparisons"])
@@ -226,8 +229,7 @@ def _measure_band(specs: list, results: list, run_one) -> dict | None:
     reference, step by step, is the band. None when there is no reference that ran."""
     from . import band
 
-    ref_spec = next((s for s in specs if s.role == "original"), None) or next(
-        (s for s in specs if s.mode == "cpu"), None)
+    ref_spec = _reference_spec(specs)
     if ref_spec is None:
         return None
     ref = results[specs.index(ref_spec)]
