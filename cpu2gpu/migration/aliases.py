@@ -12,6 +12,7 @@ from typing import Optional
 
 import libcst as cst
 
+from ..analysis.classdefs import walk
 from ..rewrite.fixes import Edit, apply_edits, replaced_by
 
 _REGISTERS = ("register_buffer", "register_parameter")
@@ -20,7 +21,7 @@ _REGISTERS = ("register_buffer", "register_parameter")
 def with_registered_names(module: cst.Module) -> Optional[cst.Module]:
     """The module with each such list written with ``self.<name>``, or None when there is none."""
     edits: list[Edit] = []
-    for klass in _walk(module, cst.ClassDef):
+    for klass in (n for n in walk(module) if isinstance(n, cst.ClassDef)):
         init = next((f for f in klass.body.body if isinstance(f, cst.FunctionDef) and f.name.value == "__init__"),
                     None)
         if init is None or not init.params.params or not isinstance(init.body, cst.IndentedBlock):
@@ -71,13 +72,3 @@ def _aliases(small: cst.BaseSmallStatement, me: str, registered: dict) -> list[E
     return [replaced_by(e, cst.Attribute(value=cst.Name(me), attr=cst.Name(registered[e.value])))
             for e in elements if isinstance(e, cst.Name)]
 
-
-def _walk(node: cst.CSTNode, kind: type) -> list:
-    out: list = []
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, kind):
-            out.append(current)
-        stack.extend(current.children)
-    return out
