@@ -216,3 +216,41 @@ def test_a_package_of_an_unmarked_folder_belongs_with_the_scripts_beside_it(tmp_
     (tmp_path / "loose" / "helper.py").write_text("")
     assert find_root(tmp_path / "pkg" / "fitting.py") == tmp_path.resolve()
     assert find_root(tmp_path / "loose" / "helper.py") == (tmp_path / "loose").resolve()  # not a package
+
+
+MODEL_BY_NAME = ("import torch\nfrom importlib import import_module\n\nname = 'cnn'\nx = import_module({arg})\n"
+                 "model = x.Model(3)\nprint(model(torch.ones(2, 3)))\n")
+MODEL_FILE = ("import torch.nn as nn\n\n\nclass Model(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n"
+              "        self.fc = nn.Linear(n, 1)\n\n    def forward(self, x):\n        return self.fc(x)\n")
+
+
+@pytest.mark.parametrize("arg", ["'models.' + name", "f'models.{name}'", "'models.cnn'"])
+def test_a_model_module_loaded_by_name_is_moved(arg, tmp_path, cli, monkeypatch):
+    _project(tmp_path, {"main.py": MODEL_BY_NAME.format(arg=arg), "models/__init__.py": "",
+                        "models/cnn.py": MODEL_FILE, "models/rnn.py": MODEL_FILE.replace("Linear", "Bilinear")})
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli("rewrite", "main.py")
+    assert code == 0, err
+    assert "+model = x.Model(3).to(device)" in out and "ones(2, 3, device=device)" in out
+
+
+def test_a_name_that_one_candidate_module_does_not_make_a_module_stays_quiet(tmp_path, cli, monkeypatch):
+    """``Model`` is a module class in models/cnn.py but a plain function in models/table.py: which one the
+    run loads cannot be told, so nothing is moved."""
+    _project(tmp_path, {"main.py": MODEL_BY_NAME.format(arg="'models.' + name"), "models/__init__.py": "",
+                        "models/cnn.py": MODEL_FILE, "models/table.py": "def Model(n):\n    return [0] * n\n"})
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli("rewrite", "main.py")
+    assert code == 0 and out == "", out + err
+
+
+def test_objects_of_an_iterating_class_of_the_same_file_are_loaders(tmp_path, cli, monkeypatch):
+    _project(tmp_path, {"main.py": (
+        "import torch\n\n\nclass Batches:\n    def __init__(self, n):\n        self.n = n\n\n"
+        "    def __iter__(self):\n        for _ in range(self.n):\n            yield torch.randn(4, 3), torch.randn(4, 1)\n\n\n"
+        "model = torch.nn.Linear(3, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for x, y in Batches(3):\n    loss = ((model(x) - y) ** 2).mean()\n    loss.backward()\n    opt.step()\n")})
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli("rewrite", "main.py")
+    assert code == 0, err
+    assert "+    x, y = x.to(device), y.to(device)" in out

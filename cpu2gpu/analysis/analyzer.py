@@ -108,6 +108,8 @@ class Analyzer(StatementWalker, ExpressionEvaluator, TorchCalls, ModuleClasses, 
                             and other.explicit is None:
                         facts.bound.add(id(other))
                         pending.extend(other.alternatives)
+        for value in () if aware else facts.method_results:
+            facts.bound.add(id(value))  # init_hidden()'s state: made for the module that returns it
         changed = True
         while changed:
             changed = False

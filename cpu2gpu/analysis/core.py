@@ -79,6 +79,13 @@ class Scope:
         return None
 
 
+def iterates_batches(cls: Optional[Value]) -> bool:
+    """A plain class of the project whose objects are iterated for batches: it defines ``__next__`` (a
+    data-set iterator that builds each batch) or ``__iter__``. (Module classes are not CLASS values: an
+    nn.ModuleList iterates its layers.)"""
+    return cls is not None and cls.kind is Kind.CLASS and ("__next__" in cls.methods or "__iter__" in cls.methods)
+
+
 def has_parameters(value: Optional[Value]) -> bool:
     """Whether a module certainly has parameters, so that ``next(module.parameters())`` cannot raise
     StopIteration: an optimizer is given them (here or, for a stand-in, by the callers), a torch layer

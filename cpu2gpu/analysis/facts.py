@@ -203,6 +203,7 @@ class Facts:
     names_in_use: set[str] = field(default_factory=set)
     last_import_stmt: Optional[cst.CSTNode] = None
     bound: set[int] = field(default_factory=set)  # ids of roots bound for the device
+    method_results: list = field(default_factory=list)  # factory tensors a module's method returns (init_hidden)
     imports: Optional["ImportTable"] = None  # the ImportTable: rules that read code resolve names with it
     module_class_defs: dict[str, cst.ClassDef] = field(default_factory=dict)  # nn.Module subclasses
     method_classes: dict = field(default_factory=dict)  # id(method's FunctionDef) -> its module CLASS value

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, cast
 
 import libcst as cst
 
@@ -62,6 +62,20 @@ class ImportTable:
                 local = alias.asname.name.value
             self.names[local] = f"{module}{name}" if module.endswith(".") else f"{module}.{name}"
 
+    def add_dynamic(self, assign: cst.Assign) -> bool:
+        """``x = import_module("models." + name)``: ``x`` is one of the modules of ``models`` (``models.*``);
+        with a literal name, that module. Whether the assignment was such an import."""
+        call = assign.value
+        if not (type(call) is cst.Call and call.args and call.args[0].keyword is None and len(assign.targets) == 1
+                and type(assign.targets[0].target) is cst.Name
+                and self.resolve(call.func) == "importlib.import_module"):
+            return False
+        pattern = _module_pattern(call.args[0].value)
+        if pattern is None:
+            return False
+        self.names[cast(cst.Name, assign.targets[0].target).value] = pattern
+        return True
+
     def resolve(self, node: cst.BaseExpression) -> Optional[str]:
         """The qualified name of ``node`` if it starts with an imported name."""
         name = dotted(node)
@@ -80,3 +94,22 @@ class ImportTable:
     @property
     def mentions_torch(self) -> bool:
         return any(q == "torch" or q.startswith("torch.") for q in self.names.values())
+
+
+def _module_pattern(arg: cst.BaseExpression) -> Optional[str]:
+    """``"models.cnn"`` -> ``models.cnn``; ``"models." + name`` / ``f"models.{name}"`` -> ``models.*``."""
+    if type(arg) is cst.SimpleString:
+        text = arg.evaluated_value
+        return text if isinstance(text, str) and _is_dotted(text) else None
+    prefix = None
+    if type(arg) is cst.BinaryOperation and type(arg.operator) is cst.Add and type(arg.left) is cst.SimpleString:
+        prefix = arg.left.evaluated_value
+    elif type(arg) is cst.FormattedString and arg.parts and type(arg.parts[0]) is cst.FormattedStringText:
+        prefix = arg.parts[0].value
+    if isinstance(prefix, str) and prefix.endswith(".") and _is_dotted(prefix[:-1]):
+        return prefix + "*"
+    return None
+
+
+def _is_dotted(text: str) -> bool:
+    return bool(text) and all(part.isidentifier() for part in text.split("."))

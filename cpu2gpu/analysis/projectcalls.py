@@ -47,6 +47,8 @@ class ProjectCalls(AnalysisParts):
                     # train(model, device, loader): the model meets the batches it moves
                     self.facts.uses.append(Use("fed-device", node, self.time, module=module))
         kind = exported.returns if exported.kind == "function" else None
+        if exported.kind == "class" and exported.returns == "loader":
+            kind = "loader"  # BatchIterator(rows): an object whose iteration yields the step's batches
         if kind == "module":
             cls = self.seeded_class(*exported.returns_class, exported.holds_state, (), node) \
                 if exported.returns_class else None

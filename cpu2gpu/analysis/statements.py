@@ -16,6 +16,7 @@ from .imports import dotted
 from .parts import AnalysisParts
 from .core import (
     Scope,
+    iterates_batches,
     _CONTAINER_DISPLAYS,
     _DEVICE_PARAMETER_NAMES,
     _EXPRESSION,
@@ -200,7 +201,8 @@ class StatementWalker(AnalysisParts):
             elif source is not None and source.kind is Kind.MODULE and (source.is_list or source.is_container) \
                     and isinstance(target, cst.Name):
                 self.bind(target, source, stmt, None, scope)  # for net in nets / block in self.blocks
-            elif source is None and _given_iterable(stmt.iter, scope):
+            elif source is None and _given_iterable(stmt.iter, scope) \
+                    or source is not None and source.kind is Kind.INSTANCE and iterates_batches(source.class_value):
                 # for x, y in batches: a parameter the callers' files leave unknown (a loader handed back by
                 # a function of another file, in a tuple): its items are the step's batches, moved where
                 # they meet a device module, as a loader's are.
@@ -352,6 +354,9 @@ class StatementWalker(AnalysisParts):
                 return
             if self.unpack_mapped_tensors(assign, stmt, scope):
                 return
+            if self.imports.add_dynamic(assign):
+                self.facts.names_in_use.add(cast(cst.Name, assign.targets[0].target).value)
+                return  # x.Model(...) is then read through the import table, as after `import models.cnn as x`
             value = self.expr(assign.value, scope)
             if value is not None and value.kind is Kind.BATCH and self.unpack_batch(assign, value, stmt, scope):
                 return
@@ -405,6 +410,7 @@ class StatementWalker(AnalysisParts):
                 for returned in (value.elements if value is not None and value.kind is Kind.TUPLE else (value,)):
                     if returned is not None and returned.kind is Kind.MODULE:
                         returned.escaped = True
+            self.note_method_result(value)
             if value is not None and value.is_root and value.fix_node is None and value.node is ret.value:
                 # def build(): return Net() -> moved where it is made, so every caller gets it moved.
                 value.fix_node = ret.value
@@ -416,8 +422,27 @@ class StatementWalker(AnalysisParts):
             for alias in imp.names if not isinstance(imp.names, cst.ImportStar) else ():
                 local = alias.evaluated_alias or alias.evaluated_name
                 self.facts.names_in_use.add(local.split(".", 1)[0])
+                if kind is cst.ImportFrom and isinstance(alias.asname.name if alias.asname else alias.name, cst.Name):
+                    self.import_device(cast(cst.Name, alias.asname.name if alias.asname else alias.name), stmt, scope)
         else:
             self.generic(node, scope)
+
+    def note_method_result(self, value: Optional[Value]) -> None:
+        """``def init_hidden(self, n): return torch.zeros(...)`` in a module's class: what a module's method
+        makes and hands back is made for the module (its callers, maybe in other files, feed it back)."""
+        method = self.method_context[0] if self.method_context is not None else None
+        if method is None or method.name.value == "__init__" or id(method) not in self.facts.method_classes:
+            return
+        for returned in (value.elements if value is not None and value.kind is Kind.TUPLE else (value,)):
+            roots = self.facts.roots(returned) if returned is not None and returned.kind is Kind.TENSOR else []
+            if roots and all(r.origin is Origin.FACTORY and r.method is method for r in roots):
+                self.facts.method_results.extend(roots)
+
+    def import_device(self, name: cst.Name, stmt: cst.CSTNode, scope: Scope) -> None:
+        """``from seq2seq import device``: the project's device variable, reused here (never a second one)."""
+        exported = self.seeds.imported.get(self.imports.names.get(name.value, ""))
+        if exported is not None and exported.kind == "value" and exported.returns == "device":
+            self.bind(name, Value(Kind.DEVICE, name, explicit=Place.DEVICE, time=self.time), stmt, None, scope)
 
     def unpack_batch(self, node: cst.Assign, batch: Value, stmt: cst.CSTNode, scope: Scope) -> bool:
         """``inputs, labels = data``: each name is a batch tensor of its own, moved after this line."""

@@ -33,6 +33,8 @@ from ..analysis import Analyzer, _holds_state, _places_itself
 from ..engine import SourceError, _deep, parse
 from ..sources.files import read_source, skipped_dir
 from ..output.formats import shown
+from ..analysis.classdefs import walk
+from ..analysis.core import iterates_batches
 from ..analysis.facts import Kind, Place, Value
 from ..analysis.imports import ImportTable, dotted
 from ..analysis.seeds import CallShape, Exported, Seeds
@@ -42,6 +44,8 @@ _UNKNOWN = object()
 _MAX_IMPORT_DEPTH = 40  # files summarised inside one another (each costs a few stack frames)
 _ROUNDS = 3  # rounds of caller -> callee seeds: main -> Trainer -> train_epoch
 _IMPORT_LINE = re.compile(rb"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import\b|import[ \t]+([\w., \t]+))", re.M)
+# import_module("models." + name) / import_module(f"models.{name}"): the package (or module) it loads from
+_IMPORT_MODULE_CALL = re.compile(rb"""import_module\(\s*f?["']([A-Za-z_][\w.]*)""")
 
 
 def find_root(path: Path) -> Path:
@@ -73,6 +77,8 @@ def _import_names(data: bytes) -> list[str]:
                 part = part.strip().split()
                 if part:
                     names.append(part[0])
+    if b"import_module" in data:
+        names.extend(m.group(1).decode("ascii").rstrip(".") for m in _IMPORT_MODULE_CALL.finditer(data))
     return names
 
 
@@ -93,6 +99,13 @@ def _import_nodes(body: Iterable[cst.CSTNode]) -> Iterable[cst.Import | cst.Impo
             for handler in getattr(stmt, "handlers", ()):
                 if isinstance(handler.body, cst.IndentedBlock):
                     yield from _import_nodes(handler.body.body)
+
+
+def _assignments(module: cst.Module) -> Iterable[cst.Assign]:
+    """Every one-line assignment of a module, also inside functions, classes and blocks."""
+    for node in walk(module):
+        if type(node) is cst.Assign:
+            yield node
 
 
 class ProjectFile:
@@ -244,6 +257,9 @@ class Project:
             if isinstance(node, cst.ImportFrom) and isinstance(node.names, cst.ImportStar):
                 module = dotted(node.module) if node.module is not None else ""
                 pf.stars.append("." * len(node.relative) + (module or ""))
+        if b"import_module" in pf.data:
+            for assign in _assignments(pf.module):
+                pf.imports.add_dynamic(assign)
         return pf
 
     def project_imports(self, path: Path) -> list[Path]:
@@ -266,6 +282,9 @@ class Project:
     def seeds_from_imports(self, pf: ProjectFile) -> None:
         imported: dict[str, Exported] = {}
         for qualified in set(pf.imports.names.values()):
+            if qualified.endswith(".*"):
+                imported.update(self._any_module_of(pf.path, qualified))
+                continue
             location = self.module_path(pf.path, qualified)
             if location is not None and not self.is_folder(location):
                 # import model as M / from pkg import model: every name of it, as M.Net resolves
@@ -285,6 +304,24 @@ class Project:
                     star_names[name] = qualified
                     imported[qualified] = exported
         pf.seeds.imported, pf.seeds.star_names = imported, star_names
+
+    def _any_module_of(self, importer: Path, pattern: str) -> dict[str, Exported]:
+        """``models.*`` (a module of ``models`` chosen at run time): the module classes every module of the
+        package that defines the name agrees on (``Model`` is a module class in each); other names stay
+        unknown."""
+        location = self.module_path(importer, pattern[:-2])
+        if location is None:
+            return {}
+        folder = location if self.is_folder(location) else location.parent if location.name == "__init__.py" else None
+        if folder is None:
+            return {}
+        found: dict[str, list[Exported]] = {}
+        for path in sorted(folder.glob("*.py")):
+            if path.name != "__init__.py":
+                for name, exported in (self.summary(path) or {}).items():
+                    found.setdefault(name, []).append(exported)
+        return {f"{pattern}.{name}": dataclasses.replace(kinds[0], holds_state=all(e.holds_state for e in kinds))
+                for name, kinds in found.items() if all(e.kind == "module_class" for e in kinds)}
 
     def summary(self, path: Path) -> Optional[dict[str, Exported]]:
         """What a project file exports: its module classes, classes, functions (by what they return)."""
@@ -333,7 +370,11 @@ class Project:
                                          returns_class=self._class_of(rel, analyzer, value.returns),
                                          loader_params=loader_params.get(name, ()))
             elif value.kind is Kind.CLASS:
-                exports[name] = Exported("class", rel, name, loader_params=loader_params.get(name, ()))
+                exports[name] = Exported("class", rel, name, loader_params=loader_params.get(name, ()),
+                                         returns="loader" if iterates_batches(value) else None)
+            elif value.kind is Kind.DEVICE and name in analyzer.global_scope.device_names:
+                # device = torch.device("cuda" if ...): the project's device, which importers reuse
+                exports[name] = Exported("value", rel, name, returns="device")
         exports.update(self._registries(analyzer.facts.module, rel, exports))
         return exports
 
