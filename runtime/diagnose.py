@@ -281,13 +281,31 @@ def _module_seen_on_device(rec, module) -> bool:
     return r is not None and r.ref() is module and r.device_calls > 0
 
 
-def _frame_findings(fr: _Frame, rec, in_forward: bool):
-    """Culprits on one line: a list of (priority, finding)."""
-    out: list[tuple[int, Any]] = []  # (rank, a finding; rank 5: ("module", name, value, tensor, frame))
+def _same_data(value, operand) -> bool:
+    """``value`` is the CPU tensor the failing op received, or the tensor it is a view of (``x`` for ``x[i]``)."""
+    if operand is None or not isinstance(value, torch.Tensor):
+        return False
+    if value is operand:
+        return True
+    try:
+        return value.untyped_storage().data_ptr() == operand.untyped_storage().data_ptr() \
+            and value.device == operand.device
+    except (RuntimeError, NotImplementedError):
+        return False
+
+
+def _frame_findings(fr: _Frame, rec, in_forward: bool, operand=None):
+    """Culprits on one line: a list of (priority, finding). ``operand``: the CPU tensor the failing op was
+    given, when the device knows it; the values that hold it come first among the CPU tensors."""
+    out: list[tuple[float, Any]] = []  # (rank, a finding; rank 5: ("module", name, value, tensor, frame))
     held: list[str] = []  # CPU tensors the line reads through an object or a container: no name binds them
     values = list(fr.names())
+    if operand is not None:
+        # the operand's own name first (bound by a name, a move at its binding), then the rest in line order
+        values.sort(key=lambda nv: not _same_data(nv[1], operand))
     device_tensor = next((n for n, v in values if _on_device(v)), None)
     for name, value in values:
+        before = len(out)
         if isinstance(value, torch.nn.Module):
             if isinstance(value, torch.nn.modules.loss._Loss):
                 for w in _LOSS_WEIGHTS:
@@ -352,12 +370,14 @@ def _frame_findings(fr: _Frame, rec, in_forward: bool):
             else:
                 out.append((4, finding(f"{name} stayed on the CPU at {fr.at()}", "CG102", fr.where,
                                        subject(fr, name, "tensor", rec, device_tensor, value=value))))
+            if len(out) > before and _same_data(value, operand) and out[-1][0] in (1, 2, 3, 4):
+                out[-1] = (out[-1][0] - 0.5, out[-1][1])  # the op's own CPU operand, before others of its rank
     on_device = device_tensor or next((n for n, v in values if isinstance(v, torch.nn.Module)
                                        and _param_device(v) not in (None, "cpu")), None)
     if held and on_device is not None:
         used = subject(fr, held[0], "use", rec, device_tensor)
         used["expressions"] = held
-        out.append((4, finding(f"{', '.join(held)} stayed on the CPU at {fr.at()}, where {on_device} is on the "
+        out.append((3.9 if any(_same_data(v, operand) for n, v in values if n in held) else 4, finding(f"{', '.join(held)} stayed on the CPU at {fr.at()}, where {on_device} is on the "
                                f"device: moved where it is used", "CG102", fr.where, used)))
     source = device_tensor or _device_argument(fr)
     if not out and source is not None and _CONVERSION.search(fr.text):
@@ -572,9 +592,10 @@ def explain(exc: BaseException, tb, rec, display) -> dict | None:
                     f"new CPU weights on every call; build it once in __init__", "CG111", fr.where)
             break
     modules: list[Any] = []
+    operand = getattr(exc, "cpu_operand", None)
     for depth, fr in enumerate(reversed(frames)):
         in_forward = isinstance(fr.owner, torch.nn.Module)
-        found = _frame_findings(fr, rec, in_forward)
+        found = _frame_findings(fr, rec, in_forward, operand)
         if hidden:
             found = [f for f in found if f[0] == 3] or found
         direct = sorted((f for f in found if f[0] < 5), key=lambda f: f[0])

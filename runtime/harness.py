@@ -274,7 +274,7 @@ class Recorder:
                  "def_line": code.co_firstlineno if code.co_name != "<module>" else 0}
         for name, held in list(frame.f_locals.items()):
             if held is value:
-                return dict(place, name=name)
+                return self._caller_binding(value, frame, name) or dict(place, name=name)
         owner = frame.f_locals.get("self")
         if owner is not None:
             for attr, held in list(getattr(owner, "__dict__", {}).items()) + list(getattr(owner, "_modules", {}).items()):
@@ -284,6 +284,26 @@ class Recorder:
             if held is value:
                 return dict(place, name=name)
         return dict(place, name=None)
+
+    def _caller_binding(self, value, frame, name):
+        """Where a parameter's value comes from: while ``name`` is a parameter of the running function,
+        the caller's frame and the name it holds the value by, over as many frames as it takes (the model
+        handed from main() to run_experiment() to train()). None where the first frame binds it itself."""
+        found = None
+        while True:
+            code = frame.f_code
+            if name not in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]:
+                return found
+            caller = frame.f_back
+            while caller is not None and not self.is_user_file(caller.f_code.co_filename):
+                caller = caller.f_back
+            held = None if caller is None else next((n for n, v in list(caller.f_locals.items()) if v is value), None)
+            if held is None:
+                return found
+            frame, name = caller, held
+            code = frame.f_code
+            found = {"file": code.co_filename, "line": frame.f_lineno, "func": code.co_name,
+                     "def_line": code.co_firstlineno if code.co_name != "<module>" else 0, "name": name}
 
     # -- results -------------------------------------------------------------
 

@@ -12,6 +12,7 @@ repair, or after ``max_rounds``; the user's files are written only when the fina
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 import shutil
@@ -211,9 +212,13 @@ def evidence_of(report: dict, draft: Draft, tried: set, script: str | None = Non
                       owner_class=subject.get("owner_class"), expressions=tuple(subject.get("expressions") or ()),
                       grad=tuple(subject.get("grad") or ()), leaf=bool(subject.get("leaf")))
         user_file = _user_path(subject["file"], draft)
-        if user_file is None or (ev, user_file) in tried:
+        if user_file is None:
             continue
-        out.append((ev, user_file, reason))
+        # the value named first, then the other CPU tensors of its frame (each once): tried when the edit for
+        # the first left the same failure, or found no binding
+        alternatives = [ev] + [dataclasses.replace(ev, name=other) for other in subject.get("cpu_tensors") or ()
+                               if other != ev.name and ev.kind == "tensor"]
+        out.extend((alt, user_file, reason) for alt in alternatives if (alt, user_file) not in tried)
     return out
 
 
@@ -345,6 +350,12 @@ def migrate(script: str, args=(), *, device: str = "auto", max_steps=None, synth
                 entry["taken_back"] = _first_reason(new_report, "cpu")
                 taken_back.append(entry)
                 continue
+            if _device_failure(new_report) is not None and _device_failure(new_report) == _device_failure(report):
+                # the same failure at the same place: the edit moved the wrong value; the next one is tried
+                draft.write(user_file, old)
+                entry["taken_back"] = f"the same failure remained: {_first_reason(new_report, 'device')}"
+                taken_back.append(entry)
+                continue
             report = new_report
             misses.append({"rule": ev.rule, "file": shown, "line": line, "name": ev.name, "how": fixed.how})
         proven = report["verdict"] == "pass" and not cannot_run(report)
@@ -369,6 +380,15 @@ def original_line(original: bytes, draft: bytes, line: int) -> int:
         if j1 < line <= j2:
             return i1 + min(line - j1, max(1, i2 - i1)) if tag != "insert" else i1 + 1
     return line
+
+
+def _device_failure(report: dict) -> tuple | None:
+    """The device run's first located failure (its cause and place), None when it has none."""
+    run = _device_run(report)
+    if run is None or run["status"] in OK:
+        return None
+    reason = next((r for r in report["reasons"] if r["run"] == run["label"]), None)
+    return (reason["cause"], str(reason.get("where"))) if reason is not None else None
 
 
 def _first_reason(report: dict, mode: str) -> str:

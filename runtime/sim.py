@@ -268,10 +268,18 @@ def _unwrap(func, args, kwargs, allow_cpu=False):
                 raise RuntimeError(_GENERATOR)
             new_kwargs[k] = v
     if bad is not None and not allow_cpu:
-        if isinstance(bad, str):
-            raise _mismatch(func, bad)
-        raise _mismatch(func, _argname(func, bad))
+        error = _mismatch(func, bad if isinstance(bad, str) else _argname(func, bad))
+        # the CPU tensor the op received (the indices of an embedding): what the diagnosis names
+        error.cpu_operand = _cpu_operand(kwargs[bad] if isinstance(bad, str) else args[bad])  # type: ignore[attr-defined]
+        raise error
     return new_args, new_kwargs, ids
+
+
+def _cpu_operand(arg):
+    if isinstance(arg, (list, tuple)):
+        return next((x for x in arg if isinstance(x, torch.Tensor) and not isinstance(x, SimTensor) and x.dim() > 0),
+                    None)
+    return arg
 
 
 def _argname(func, i: int) -> str | None:

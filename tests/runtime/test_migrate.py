@@ -221,3 +221,68 @@ def test_a_list_of_buffers_kept_through_their_locals_gets_cg114s_fix(tmp_path):
     assert ("CG114", "train.py", "rule") in _kinds(result)
     train = result["changed"][str(folder / "train.py")].decode()
     assert "return self.fc((x - self.center) / self.scale)" in train
+
+
+@pytest.mark.slow
+def test_a_model_handed_through_two_functions_is_moved_where_the_caller_binds_it(tmp_path):
+    """A model from a decorator-filled registry reaches train(config, model, ...) through run_experiment():
+    the run follows the parameter out, frame by frame, to main.py's `model = create(...)`."""
+    folder = _copy("model_through_functions", tmp_path)
+    result = _migrate(folder, "main.py")
+    assert result["proven"], result["ending"]
+    assert ("CG101", "main.py", "assign") in _kinds(result)
+    assert 'model = create(config["model"], width=16).to(device)\n' in result["changed"][str(folder / "main.py")].decode()
+
+
+EMBEDDING_AND_STATE = """import torch
+import torch.nn as nn
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embedding = nn.Embedding(10, 4)
+        self.gru = nn.GRU(4, 4)
+
+    def forward(self, token, hidden):
+        return self.gru(self.embedding(token).view(1, 1, -1), hidden)
+
+
+encoder = Encoder().to(device)
+hidden = torch.zeros(1, 1, 4)
+idx = torch.tensor([3])
+output, hidden = encoder(idx, hidden)
+"""
+
+
+def test_the_cause_names_the_operand_the_failing_op_received(tmp_path):
+    """Both the hidden state and the indices are on the CPU where the encoder is called; the embedding
+    fails first, on its indices: the cause names `idx`, not the `hidden` the line reads first."""
+    from cpu2gpu.runtime.verify import verify
+
+    (tmp_path / "enc.py").write_text(EMBEDDING_AND_STATE)
+    report = verify(str(tmp_path / "enc.py"), cwd=str(tmp_path), device="sim", timeout=HANG_GUARD_S)
+    causes = [r["cause"] for r in report["reasons"]]
+    assert causes and causes[0].startswith("idx stayed on the CPU at enc.py:20"), causes
+
+
+@pytest.mark.slow
+def test_an_edit_that_leaves_the_same_failure_is_taken_back(tmp_path, monkeypatch):
+    """An edit that does not change the failure (here: a comment) is taken back, and the value is not
+    tried again."""
+    folder = _copy("generator_batches", tmp_path)
+    real = migrate_module.repair
+
+    def ineffective(data, evidence):
+        fixed = real(data, evidence)
+        if fixed is not None:
+            fixed.data = data + b"\n# moved\n"
+        return fixed
+
+    monkeypatch.setattr(migrate_module, "repair", ineffective)
+    result = _migrate(folder, "train.py")
+    assert not result["proven"]
+    assert result["taken_back"] and result["taken_back"][0]["taken_back"].startswith("the same failure remained")
+    assert all(b"# moved" not in new for new in result["changed"].values())
