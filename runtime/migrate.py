@@ -23,10 +23,11 @@ from pathlib import Path
 
 from cpu2gpu.engine import SourceError, rewrite_data
 from cpu2gpu.migration import Evidence, repair, rule_fix
+from cpu2gpu.notebooks.repairs import repair_cell
 from cpu2gpu.project.projectset import Project, find_root, project_seeds
 from cpu2gpu.analysis.seeds import NO_SEEDS
 
-from .notebookrun import is_notebook
+from .notebookrun import CELL_SEP, is_notebook, program_file
 from .runner import choose_root, copy_tree
 from .verify import OK, VerifyError, verify
 
@@ -242,6 +243,12 @@ def _cpu_module(run: dict) -> dict | None:
     return dict(module["bound"], kind="module")
 
 
+def _cell_of(place: str) -> tuple[str, int]:
+    """``/x/train.ipynb:cell 4`` -> (``/x/train.ipynb``, 4); a script, or a notebook as a whole: cell 0."""
+    path = program_file(place)
+    return path, int(place[len(path) + len(CELL_SEP):]) if path != place else 0
+
+
 def _user_path(shown: str, draft: Draft) -> str | None:
     """The user's file for a path as verify shows it (relative to the draft's working folder)."""
     candidate = shown if os.path.isabs(shown) else os.path.join(draft.cwd_in_draft, shown)
@@ -311,18 +318,21 @@ def migrate(script: str, args=(), *, device: str = "auto", max_steps=None, synth
             candidates = evidence_of(report, draft, tried, script)
             applied = None
             unrepaired = []  # located, but no edit applies: why the rounds end, in the user's words
-            for ev, user_file, reason in candidates:
-                tried.add((ev, user_file))
-                if is_notebook(user_file):
-                    unrepaired.append(f"{reason['cause']} (a notebook gets the static rewrite only)")
-                    continue
+            for ev, place, reason in candidates:
+                tried.add((ev, place))
+                user_file, cell = _cell_of(place)
                 old = draft.read(user_file)
-                fixed = rule_fix(old, user_file, ev.rule, ev.line) if ev.kind == "rule" else repair(old, ev)
+                in_cell = None
+                if is_notebook(user_file):  # repaired in the notebook's program, written back into its cells
+                    in_cell = repair_cell(old, user_file, ev, cell)
+                    fixed = dataclasses.replace(in_cell.repair, data=in_cell.data) if in_cell is not None else None
+                else:
+                    fixed = rule_fix(old, user_file, ev.rule, ev.line) if ev.kind == "rule" else repair(old, ev)
                 if fixed is None:
                     unrepaired.append(f"{reason['cause']} ({ev.rule}'s fix does not apply to this code)"
                                       if ev.kind == "rule" else f"{reason['cause']} (its binding was not found)")
                     continue
-                applied = (ev, user_file, reason, old, fixed)
+                applied = (ev, user_file, reason, old, fixed, (cell, in_cell) if in_cell is not None else None)
                 break
             if applied is None:
                 if unrepaired:
@@ -334,15 +344,21 @@ def migrate(script: str, args=(), *, device: str = "auto", max_steps=None, synth
                     first = report["reasons"][0]["cause"] if report["reasons"] else report["verdict"]
                     ending = f"no located cause left that an edit at its binding repairs ({first})"
                 break
-            ev, user_file, reason, old, fixed = applied
+            ev, user_file, reason, old, fixed, notebook = applied
             draft.write(user_file, fixed.data)
             shown = os.path.relpath(user_file, cwd)
-            line = original_line(draft.originals[user_file], old, fixed.line)
+            if notebook is not None:  # places in a notebook: cell and line, as check and verify give them
+                met_cell, in_cell = notebook
+                line, bound_at, met = in_cell.line, f"{shown}:cell {in_cell.cell}:{in_cell.line}", \
+                    f"{shown}:cell {met_cell}:{ev.line}"
+            else:
+                line = original_line(draft.originals[user_file], old, fixed.line)
+                bound_at, met = f"{shown}:{line}", f"{shown}:{original_line(draft.originals[user_file], old, ev.line)}"
             entry = {"round": len(rounds), "evidence": reason["cause"], "rule": ev.rule, "name": ev.name,
-                     "bound_at": f"{shown}:{line}",
-                     "kind": ev.kind, "met": f"{shown}:{original_line(draft.originals[user_file], old, ev.line)}",
-                     "file": shown, "line": line,
+                     "bound_at": bound_at, "kind": ev.kind, "met": met, "file": shown, "line": line,
                      "how": fixed.how, "edit": fixed.edit}
+            if notebook is not None:
+                entry["cell"] = notebook[1].cell
             rounds.append(entry)
             new_report = run_verify(reference, report.get("band"))
             if cpu_fallback_ok(report) and not cpu_fallback_ok(new_report):
@@ -357,7 +373,8 @@ def migrate(script: str, args=(), *, device: str = "auto", max_steps=None, synth
                 taken_back.append(entry)
                 continue
             report = new_report
-            misses.append({"rule": ev.rule, "file": shown, "line": line, "name": ev.name, "how": fixed.how})
+            misses.append({"rule": ev.rule, "file": shown, "line": line, "name": ev.name, "how": fixed.how,
+                           **({"cell": entry["cell"]} if "cell" in entry else {})})
         proven = report["verdict"] == "pass" and not cannot_run(report)
         changed = draft.changed()
         return {

@@ -331,13 +331,19 @@ def rewrite_notebook(raw: bytes, path: str, rules: Sequence[Rule], unsafe_fixes:
     fixed = fix_module(module, path, rules, unsafe_fixes, device_expression)
     if fixed is module or fixed.code == notebook.program:
         return raw
+    return with_program(notebook, fixed.code)
+
+
+def with_program(notebook: Notebook, code: str) -> bytes:
+    """The notebook with its program changed to ``code``: the sources of the cells whose text changed are
+    replaced, the rest of the file (outputs, metadata, other cells, the JSON layout) stays byte for byte."""
     layout = _layout(notebook)
     changed = False
-    for cell, text in zip(notebook.cells, _split_program(notebook, fixed.code)):
+    for cell, text in zip(notebook.cells, _split_program(notebook, code)):
         if text != cell.text:
             _set_source(cell.cell, text)
             changed = True
-    return layout.dump(notebook.data).encode("utf-8") if changed else raw
+    return layout.dump(notebook.data).encode("utf-8") if changed else notebook.raw.encode("utf-8")
 
 
 def cell_diff(old: bytes, new: bytes, path: str, old_name: str, new_name: str) -> str:

@@ -286,3 +286,24 @@ def test_an_edit_that_leaves_the_same_failure_is_taken_back(tmp_path, monkeypatc
     assert not result["proven"]
     assert result["taken_back"] and result["taken_back"][0]["taken_back"].startswith("the same failure remained")
     assert all(b"# moved" not in new for new in result["changed"].values())
+
+
+@pytest.mark.slow
+def test_a_notebook_is_repaired_in_its_cells_and_the_rest_is_kept(tmp_path, cli):
+    """The batches of a generator defined in cell 2 and looped over in cell 4: the repair round moves them
+    at the loop head, in cell 4; the report gives cell and line; outputs, metadata, the markdown cell and
+    the IPython line are kept."""
+    folder = _copy("notebook_generator", tmp_path)
+    notebook = folder / "regression.ipynb"
+    before = json.loads(notebook.read_text())
+    code, out, err = cli("migrate", str(notebook), "--in-place", "--output-format", "json", "-q")
+    assert code == 0, out + err
+    result = json.loads(out)
+    assert [(r["rule"], r["bound_at"].rsplit("/", 1)[-1], r["how"]) for r in result["rounds"][1:]] == \
+        [("CG102", "regression.ipynb:cell 4:2", "loop")]
+    after = json.loads(notebook.read_text())
+    assert "        xb, yb = xb.to(device), yb.to(device)\n" in after["cells"][4]["source"]
+    assert "%matplotlib inline\n" in after["cells"][3]["source"]
+    for old, new in zip(before["cells"], after["cells"]):
+        assert {k: v for k, v in old.items() if k != "source"} == {k: v for k, v in new.items() if k != "source"}
+    assert before["cells"][0] == after["cells"][0] and before["metadata"] == after["metadata"]
