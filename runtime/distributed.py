@@ -94,7 +94,7 @@ def run(spec: RunSpec, *, max_steps=None, seed=0, timeout=600.0, cwd=None, keep=
         threads=None, synthetic_data=False, clean_env=False, env_allow=(), on_progress=None) -> dict:
     """Run spec.script under torchrun with spec.nproc ranks; return the merged result."""
     nproc = spec.nproc
-    box = Sandbox.make(spec.script, cwd, "cpu2gpu-verify-ddp-")
+    box = Sandbox.make(spec.script, cwd, "cpu2gpu-verify-ddp-", spec.root)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
            "--max-restarts", "0", "--module", "cpu2gpu.runtime", "--distributed",
            *box.child_args(spec, seed, max_steps, synthetic_data, on_progress is not None)]

@@ -290,7 +290,7 @@ def migrate(script: str, args=(), *, device: str = "auto", max_steps=None, synth
             out = verify(draft.in_draft(script), args, against=script, device=device, max_steps=max_steps,
                          seed=seed, timeout=timeout, jobs=1, rtol=rtol, cwd=draft.cwd_in_draft,
                          against_cwd=cwd, synthetic_data=synthetic_data, with_cpu=True, reference=reference,
-                         reference_band=reference_band)
+                         reference_band=reference_band, root=draft.work)
             out["settings"]["script"] = f"{os.path.relpath(script, cwd)} (migrated)"
             out["settings"]["against"] = os.path.relpath(script, cwd)
             return out

@@ -42,18 +42,55 @@ class RunSpec:
     nproc: int = 0  # ranks under torchrun (verify --nproc, runtime/distributed.py); 0: one process
     cwd: str | None = None  # the working directory it runs from, when not the verification's (migrate's draft)
     perturbed: bool = False  # the original's second run, the last bit of every op's result perturbed (band.py)
+    root: str | None = None  # the folder copied for the run, when not chosen from script and cwd (migrate's draft)
+
+
+# What marks a project's root (as cpu2gpu.project reads it, without importing the analysis here).
+ROOT_MARKERS = ("pyproject.toml", "setup.py", ".git")
+ROOT_LEVELS_UP = 3  # how far above the working folder a project root is looked for
 
 
 def choose_root(script: str, cwd: str) -> str:
     """The folder to copy: the working directory when the script lies inside
-    it (the script may read files relative to it), else the script's folder."""
+    it (the script may read files relative to it), else the script's folder;
+    widened to the project's root (a repository's) above it, when there is a small one:
+    a script run from ``pygcn/`` reads ``../data`` and imports its package from the root."""
     script_dir = os.path.dirname(os.path.abspath(script))
     cwd = os.path.abspath(cwd)
     home = os.path.expanduser("~")
     inside = script_dir == cwd or script_dir.startswith(cwd.rstrip(os.sep) + os.sep)
-    if inside and cwd not in (os.sep, home):
-        return cwd
-    return script_dir
+    base = cwd if inside and cwd not in (os.sep, home) else script_dir
+    return _project_above(base, home) or base
+
+
+def _project_above(folder: str, home: str) -> str | None:
+    """The nearest marked project root above ``folder`` (a few levels at most), if small enough to copy."""
+    if _marked(folder):
+        return None  # the folder is a project of its own
+    current = folder
+    for _ in range(ROOT_LEVELS_UP):
+        parent = os.path.dirname(current)
+        if parent == current or parent in (os.sep, home):
+            return None
+        current = parent
+        if _marked(current):
+            return current if _few_files(current) else None
+    return None
+
+
+def _marked(folder: str) -> bool:
+    return any(os.path.lexists(os.path.join(folder, marker)) for marker in ROOT_MARKERS)
+
+
+def _few_files(root: str) -> bool:
+    """At most COPY_BUDGET_FILES files below ``root`` (the folders nobody reads skipped)."""
+    count = 0
+    for _dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS]
+        count += len(filenames)
+        if count > COPY_BUDGET_FILES:
+            return False
+    return True
 
 
 def clone_file(src: str, dst: str) -> bool:
@@ -177,10 +214,11 @@ class Sandbox:
     progress: str
 
     @classmethod
-    def make(cls, script: str, cwd, prefix: str) -> "Sandbox":
+    def make(cls, script: str, cwd, prefix: str, root: str | None = None) -> "Sandbox":
+        """``root``: the folder to copy, when the caller knows it (migrate's draft); else chosen."""
         cwd = os.path.abspath(cwd or os.getcwd())
         script = os.path.abspath(script)
-        root = choose_root(script, cwd)
+        root = root or choose_root(script, cwd)
         tmp = tempfile.mkdtemp(prefix=prefix)
         work = os.path.join(tmp, "work", os.path.basename(root) or "root")
         linked = copy_tree(root, work)
@@ -242,7 +280,7 @@ def run(spec: RunSpec, *, max_steps=None, seed=0, timeout=600.0, cwd=None, keep=
         on_progress=None) -> dict:
     """Run one script in a fresh child process; return its result dict.
     on_progress(line) gets the child's progress lines ({"steps", "loss"}) while it runs."""
-    box = Sandbox.make(spec.script, cwd, "cpu2gpu-verify-")
+    box = Sandbox.make(spec.script, cwd, "cpu2gpu-verify-", spec.root)
     cmd = [sys.executable, "-m", "cpu2gpu.runtime",
            *box.child_args(spec, seed, max_steps, synthetic_data, on_progress is not None)]
     env = box.child_env(spec, clean_env, env_allow)

@@ -307,14 +307,15 @@ def _read_notebook(path: str) -> None:
 def verify(script: str, args=(), *, against=None, device="auto", max_steps=None, seed=0, timeout=600.0,
            jobs=None, rtol=None, cwd=None, keep=False, show_output=False, synthetic_data=False,
            clean_env=False, env_allow=(), progress=None, nproc=None, with_cpu=False, against_cwd=None,
-           reference=None, reference_band=None) -> dict:
+           reference=None, reference_band=None, root=None) -> dict:
     """Run `script` (and `against`) as planned; return the whole report as data.
     `progress` (a progressview.ProgressView) is told of each run as it goes.
     `nproc` (>= 2): run `script` under torchrun with that many ranks (runtime/distributed.py).
     `with_cpu`: the CPU fallback run as well, whatever the device. `against_cwd`: the folder the
     original runs from (default `cwd`). `reference`: the original's result from an earlier
     verification of the same original, reused instead of running it again (migrate's rounds);
-    `reference_band`: that verification's measured band (its "band"), likewise."""
+    `reference_band`: that verification's measured band (its "band"), likewise. `root`: the folder the
+    migrated runs copy (migrate's draft, whose project markers were not copied), else chosen."""
     for path in filter(None, (script, against)):
         if not os.path.isfile(path):
             raise VerifyError(f"no such file: {path}")
@@ -335,6 +336,8 @@ def verify(script: str, args=(), *, against=None, device="auto", max_steps=None,
     for spec in specs:
         if spec.role == "original" and against_cwd is not None:
             spec.cwd = against_cwd
+        if spec.role == "migrated":
+            spec.root = root
     if jobs is None:
         jobs = max(1, min(len(specs), (os.cpu_count() or 1) // 2))
 

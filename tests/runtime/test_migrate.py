@@ -307,3 +307,34 @@ def test_a_notebook_is_repaired_in_its_cells_and_the_rest_is_kept(tmp_path, cli)
     for old, new in zip(before["cells"], after["cells"]):
         assert {k: v for k, v in old.items() if k != "source"} == {k: v for k, v in new.items() if k != "source"}
     assert before["cells"][0] == after["cells"][0] and before["metadata"] == after["metadata"]
+
+
+SUBFOLDER_SCRIPT = """import torch
+
+rows = [list(map(float, line.split())) for line in open("../data/points.txt")]
+x = torch.tensor(rows)
+y = x.sum(dim=1, keepdim=True)
+model = torch.nn.Linear(3, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+for step in range(4):
+    loss = ((model(x) - y) ** 2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    print(step, loss.item())
+"""
+
+
+@pytest.mark.slow
+def test_a_script_run_from_a_subfolder_of_its_repository_reads_the_data_above_it(tmp_path):
+    """`cd repo/train && python fit.py` reading ../data: the runs copy the repository (a small one), not
+    only the working folder, so the original runs and the migration is judged."""
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "data").mkdir()
+    (repo / "data" / "points.txt").write_text("".join(f"{i % 3} {i % 5} {i % 7}\n" for i in range(24)))
+    (repo / "train").mkdir()
+    (repo / "train" / "fit.py").write_text(SUBFOLDER_SCRIPT)
+    result = migrate(str(repo / "train" / "fit.py"), cwd=str(repo / "train"), max_steps=3, timeout=HANG_GUARD_S)
+    assert result["proven"], result["ending"]
+    assert result["cannot_run"] is None
