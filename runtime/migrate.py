@@ -23,6 +23,7 @@ from pathlib import Path
 
 from cpu2gpu.engine import SourceError, rewrite_data
 from cpu2gpu.migration import Evidence, repair, rule_fix
+from cpu2gpu.migration.deviceflags import opt_in_flag
 from cpu2gpu.notebooks.repairs import repair_cell
 from cpu2gpu.project.projectset import Project, find_root, project_seeds
 from cpu2gpu.analysis.seeds import NO_SEEDS
@@ -284,13 +285,17 @@ def migrate(script: str, args=(), *, device: str = "auto", max_steps=None, synth
                                "errors": [f"{os.path.relpath(n['file'], cwd)}: {n['error']}"
                                           for n in static if n.get("error")]}]
 
+        # a script that uses the GPU only when asked (--cuda, USE_CUDA=1): asked on the device run only
+        flag = next((found for found in (opt_in_flag(draft.read(f)) for f in files[:1] if not is_notebook(f))
+                     if found is not None and not set(found.args) & set(args)), None)
+
         def run_verify(reference=None, reference_band=None) -> dict:
             if progress:
                 progress(f"round {len(rounds) - 1}: verify")
             out = verify(draft.in_draft(script), args, against=script, device=device, max_steps=max_steps,
                          seed=seed, timeout=timeout, jobs=1, rtol=rtol, cwd=draft.cwd_in_draft,
                          against_cwd=cwd, synthetic_data=synthetic_data, with_cpu=True, reference=reference,
-                         reference_band=reference_band, root=draft.work)
+                         reference_band=reference_band, root=draft.work, device_flag=flag)
             out["settings"]["script"] = f"{os.path.relpath(script, cwd)} (migrated)"
             out["settings"]["against"] = os.path.relpath(script, cwd)
             return out
@@ -378,7 +383,10 @@ def migrate(script: str, args=(), *, device: str = "auto", max_steps=None, synth
         proven = report["verdict"] == "pass" and not cannot_run(report)
         changed = draft.changed()
         return {
-            "script": os.path.relpath(script, cwd), "proven": proven, "ending": ending,
+            "script": os.path.relpath(script, cwd), "proven": proven,
+            "ending": ending + (f" (the device run with {flag.shown()}, the script's opt-in GPU flag)"
+                                if flag is not None and proven else ""),
+            "device_flag": flag.shown() if flag is not None else None,
             "cannot_run": cannot_run(report), "rounds": rounds, "taken_back": taken_back,
             "static_misses": misses, "verify": report, "unreached": _unreached(report),
             "changed": {p: new for p, (old, new) in changed.items()},

@@ -43,6 +43,7 @@ class RunSpec:
     cwd: str | None = None  # the working directory it runs from, when not the verification's (migrate's draft)
     perturbed: bool = False  # the original's second run, the last bit of every op's result perturbed (band.py)
     root: str | None = None  # the folder copied for the run, when not chosen from script and cwd (migrate's draft)
+    env: dict = field(default_factory=dict)  # variables set for this run only (a script's opt-in GPU variable)
 
 
 # What marks a project's root (as cpu2gpu.project reads it, without importing the analysis here).
@@ -248,6 +249,7 @@ class Sandbox:
         env["PYTHONUNBUFFERED"] = "1"
         if spec.mode == "cpu":
             env["CUDA_VISIBLE_DEVICES"] = ""  # the fallback: no GPU to be seen
+        env.update(spec.env)
         return env
 
     def finish(self, result: dict, proc: subprocess.Popen, wall: float, show_output: bool, keep: bool,

@@ -307,7 +307,7 @@ def _read_notebook(path: str) -> None:
 def verify(script: str, args=(), *, against=None, device="auto", max_steps=None, seed=0, timeout=600.0,
            jobs=None, rtol=None, cwd=None, keep=False, show_output=False, synthetic_data=False,
            clean_env=False, env_allow=(), progress=None, nproc=None, with_cpu=False, against_cwd=None,
-           reference=None, reference_band=None, root=None) -> dict:
+           reference=None, reference_band=None, root=None, device_flag=None) -> dict:
     """Run `script` (and `against`) as planned; return the whole report as data.
     `progress` (a progressview.ProgressView) is told of each run as it goes.
     `nproc` (>= 2): run `script` under torchrun with that many ranks (runtime/distributed.py).
@@ -315,7 +315,8 @@ def verify(script: str, args=(), *, against=None, device="auto", max_steps=None,
     original runs from (default `cwd`). `reference`: the original's result from an earlier
     verification of the same original, reused instead of running it again (migrate's rounds);
     `reference_band`: that verification's measured band (its "band"), likewise. `root`: the folder the
-    migrated runs copy (migrate's draft, whose project markers were not copied), else chosen."""
+    migrated runs copy (migrate's draft, whose project markers were not copied), else chosen. `device_flag`:
+    the script's opt-in GPU flag (a migration.deviceflags.DeviceFlag), given to the runs on a device only."""
     for path in filter(None, (script, against)):
         if not os.path.isfile(path):
             raise VerifyError(f"no such file: {path}")
@@ -338,6 +339,9 @@ def verify(script: str, args=(), *, against=None, device="auto", max_steps=None,
             spec.cwd = against_cwd
         if spec.role == "migrated":
             spec.root = root
+            if device_flag is not None and spec.mode != "cpu":
+                spec.args = spec.args + list(device_flag.args)
+                spec.env = dict(device_flag.env)
     if jobs is None:
         jobs = max(1, min(len(specs), (os.cpu_count() or 1) // 2))
 
@@ -375,4 +379,6 @@ def verify(script: str, args=(), *, against=None, device="auto", max_steps=None,
                        "max_steps": max_steps, "seed": seed, "timeout": timeout, "jobs": jobs,
                        "synthetic_data": synthetic_data, "clean_env": clean_env, "env_allow": list(env_allow),
                        "nproc": nproc}
+    if device_flag is not None:
+        out["settings"]["device_flag"] = device_flag.shown()
     return out

@@ -219,3 +219,33 @@ def test_a_list_of_the_buffers_locals_gets_cg114s_fix():
     assert b"        self.stats = [self.center, self.scale]\n" in fixed.data
     # a list of other locals is no alias of the buffers: nothing to do
     assert rule_fix(STALE.replace(b"[center, scale]", b"[mean, std]"), "model.py", "CG114", 14) is None
+
+
+@pytest.mark.parametrize("source, shown", [
+    ("import argparse\np = argparse.ArgumentParser()\np.add_argument('--cuda', action='store_true')\nargs = p.parse_args()\n"
+     "dev = 'cuda' if args.cuda else 'cpu'\n", "--cuda"),
+    ("import argparse\np = argparse.ArgumentParser()\np.add_argument('-g', '--use-gpu', action='store_true', default=False)\n"
+     "opt = p.parse_args()\nprint(opt.use_gpu)\n", "--use-gpu"),
+    ("import os\nUSE_CUDA = os.environ.get('USE_CUDA') == '1'\n", "USE_CUDA=1"),
+])
+def test_a_scripts_opt_in_gpu_flag_is_found(source, shown):
+    from cpu2gpu.migration.deviceflags import opt_in_flag
+
+    flag = opt_in_flag(source.encode())
+    assert flag is not None and flag.shown() == shown
+
+
+@pytest.mark.parametrize("source", [
+    # the opposite flag, a flag on by default, a flag the code never reads, a flag about something else
+    "import argparse\np = argparse.ArgumentParser()\np.add_argument('--no-cuda', action='store_true')\nargs = p.parse_args()\n"
+    "print(args.no_cuda)\n",
+    "import argparse\np = argparse.ArgumentParser()\np.add_argument('--cuda', action='store_true', default=True)\n"
+    "args = p.parse_args()\nprint(args.cuda)\n",
+    "import argparse\np = argparse.ArgumentParser()\np.add_argument('--cuda', action='store_true')\np.parse_args()\n",
+    "import argparse\np = argparse.ArgumentParser()\np.add_argument('--gpu-stats', action='store_true')\nargs = p.parse_args()\n"
+    "print(args.gpu_stats)\n",
+])
+def test_no_opt_in_flag_where_there_is_none(source):
+    from cpu2gpu.migration.deviceflags import opt_in_flag
+
+    assert opt_in_flag(source.encode()) is None

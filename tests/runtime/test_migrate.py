@@ -338,3 +338,16 @@ def test_a_script_run_from_a_subfolder_of_its_repository_reads_the_data_above_it
     result = migrate(str(repo / "train" / "fit.py"), cwd=str(repo / "train"), max_steps=3, timeout=HANG_GUARD_S)
     assert result["proven"], result["ending"]
     assert result["cannot_run"] is None
+
+
+@pytest.mark.slow
+def test_a_script_that_uses_the_gpu_only_when_asked_is_proven_with_its_flag(tmp_path):
+    """`--cuda` (off by default) picks the device: the run on the device is given it, the original and the
+    CPU fallback run as the user runs them, and the report names the flag."""
+    folder = _copy("opt_in_flag", tmp_path)
+    result = _migrate(folder, "train.py")
+    assert result["proven"], result["ending"]
+    assert result["device_flag"] == "--cuda" and "with --cuda" in result["ending"]
+    runs = {r["label"]: r for r in result["verify"]["runs"]}
+    assert runs["migrated (sim)"]["device_forward_calls"] > 0
+    assert result["verify"]["settings"]["args"] == []
