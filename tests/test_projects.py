@@ -254,3 +254,24 @@ def test_objects_of_an_iterating_class_of_the_same_file_are_loaders(tmp_path, cl
     code, out, err = cli("rewrite", "main.py")
     assert code == 0, err
     assert "+    x, y = x.to(device), y.to(device)" in out
+
+
+GETATTR_MAIN = ("import torch\nimport nets\n\narch = 'small'\nmodel = getattr(nets, arch)(3)\n"
+                "print(model(torch.ones(2, 3)))\n")
+NETS = MODEL_FILE.replace("class Model", "class small") + "\n\ndef large(n):\n    return small(n * 1)\n"
+
+
+def test_a_model_picked_by_name_from_a_project_module_is_moved(tmp_path, cli, monkeypatch):
+    """``getattr(nets, arch)(3)``: every class and function of nets.py makes a module."""
+    _project(tmp_path, {"main.py": GETATTR_MAIN, "nets.py": NETS})
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli("rewrite", "main.py")
+    assert code == 0, err
+    assert "+model = getattr(nets, arch)(3).to(device)" in out
+
+
+def test_a_name_picked_from_a_module_that_also_makes_other_things_stays_quiet(tmp_path, cli, monkeypatch):
+    _project(tmp_path, {"main.py": GETATTR_MAIN, "nets.py": NETS + "\n\ndef count(n):\n    return [0] * n\n"})
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli("rewrite", "main.py")
+    assert code == 0 and out == "", out + err

@@ -11,6 +11,7 @@ import libcst as cst
 from . import torchapi as api
 from .facts import Kind, Origin, Place, Use, Value
 from .imports import dotted
+from .seeds import Exported
 
 from .parts import AnalysisParts
 from .core import (
@@ -355,11 +356,35 @@ class ExpressionEvaluator(AnalysisParts):
                     if isinstance(element.slice, cst.Index):
                         self.expr(element.slice.value, scope)
                 return self.project_call(node, qual, exported, scope)
+        if type(func) is cst.Call:
+            chosen = self.chosen_by_name(func, scope)
+            if chosen is not None:
+                return self.project_call(node, *chosen, scope)
         callee = self.expr(func, scope)
         if callee is not None:
             return self.value_call(node, callee, scope)
         self.args(node, scope)
         return None
+
+    def chosen_by_name(self, func: cst.Call, scope: Scope) -> Optional[tuple[str, Exported]]:
+        """``getattr(models, args.arch)`` where ``models`` is a project module whose classes and functions all
+        make modules: whichever the run picks is a model. (One that makes anything else: nothing is told.)"""
+        if not (type(func.func) is cst.Name and func.func.value == "getattr" and not scope.has("getattr")
+                and len(func.args) >= 2 and not any(a.keyword or a.star for a in func.args)):
+            return None
+        base = dotted(func.args[0].value)
+        qual = self.imports.resolve(func.args[0].value) if base and not scope.has(base.split(".", 1)[0]) else None
+        if qual is None:
+            return None
+        callables = [e for key, e in self.seeds.imported.items()
+                     if key.startswith(qual + ".") and "." not in key[len(qual) + 1:]
+                     and e.kind in ("module_class", "class", "function", "registry")]
+        if not callables or not all(e.kind == "module_class" or e.kind == "function" and e.returns == "module"
+                                    for e in callables):
+            return None
+        self.expr(func.args[1].value, scope)
+        return f"{qual}.*", Exported("registry", callables[0].file, qual,
+                                     holds_state=all(e.holds_state for e in callables))
 
     def value_call(self, node: cst.Call, callee: Value, scope: Scope, owner: Optional[Value] = None,
                    receiver: Optional[Value] = None) -> Optional[Value]:
