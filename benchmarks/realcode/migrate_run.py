@@ -10,6 +10,11 @@ whose original ran and whose migration was judged):
    Without --in-place migrate writes nothing (its rounds edit a draft copy). A notebook is migrated as the
    ``.ipynb`` itself (what a user runs) and, as a second record (``migrate_py``), as run.py's converted ``.py``.
 
+``--notebooks``: instead of the TAKEN classes of --results, every notebook entry of the manifest (27), whatever its
+class, migrated as the ``.ipynb`` only (no ``migrate_py`` record); each record also says whether the original ran here
+(``orig_class`` / ``orig_runs``: run.py's class of the original's CPU run, ``orig_detail``: why not), and the report
+adds a per-notebook table and "proven N of M whose original runs".
+
 Records per entry: rewrite-alone class, migrate's exit code, proven, ending, cannot_run, repair rounds, wall
 seconds, whether the final CPU fallback run ("migrated (cpu)") broke, the edits taken back, the static misses
 ({rule, how, name, file, line}). Writes results-<label>.json and prints the tables (``--report``: only print).
@@ -21,6 +26,7 @@ that puts ``git archive HEAD cpu2gpu runtime`` first on sys.path and PYTHONPATH,
     .venv/bin/python benchmarks/realcode/migrate_run.py --label migrate --tool /tmp/cpu2gpu-realcode/bin-SHA/cpu2gpu
     .venv/bin/python benchmarks/realcode/migrate_run.py --label migrate --resume --stop-at 14:30
     .venv/bin/python benchmarks/realcode/migrate_run.py --label migrate --report
+    .venv/bin/python benchmarks/realcode/migrate_run.py --label notebooks-blind --notebooks --tool BIN --max-steps 3 --timeout 60
 """
 
 from __future__ import annotations
@@ -107,8 +113,12 @@ def process(e: dict, tool: list[str], a) -> dict:
     slug = re.sub(r"[^\w.-]+", "_", e["id"])
     orig = R.CACHE / a.label / slug / "orig"
     name = os.path.basename(e["path"])
+    o = rec.get("orig") or {}
+    rec["orig_class"] = o.get("class")
+    rec["orig_runs"] = o.get("class") == "ok"
+    rec["orig_detail"] = "" if rec["orig_runs"] else (o.get("detail") or "")[:400]
     rec["migrate"] = run_migrate(tool, orig, name, a)
-    if e["format"] == "notebook":  # also the converted script run.py's verify ran
+    if e["format"] == "notebook" and not a.notebooks:  # also the converted script run.py's verify ran
         rec["migrate_py"] = run_migrate(tool, orig, Path(name).stem + ".py", a)
     return rec
 
@@ -182,15 +192,44 @@ def disagreements(recs: list[dict]) -> str:
     return "rewrite alone vs migrate disagree:\n" + ("\n".join(out) if out else "  none")
 
 
-def report(recs: list[dict]) -> str:
+def cell(text: str, n: int = 160) -> str:
+    text = " ".join((text or "").split()).replace("|", "\\|")
+    return text if len(text) <= n else text[:n - 3] + "..."
+
+
+def notebook_table(recs: list[dict]) -> str:
+    """Per notebook: did the original run here (and why not), proven, rounds, seconds, the ending."""
+    rows = ["| notebook | kind | original runs here | rewrite alone | migrate proven | rc | repair rounds | "
+            "seconds | ending (why not proven) |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in recs:
+        m = r.get("migrate") or {}
+        runs = r.get("orig_runs", (r.get("orig") or {}).get("class") == "ok")
+        why = "" if runs else f" ({r.get('orig_class') or (r.get('orig') or {}).get('class')}: " \
+                              f"{cell(r.get('orig_detail') or (r.get('orig') or {}).get('detail'), 100)})"
+        rows.append("| " + " | ".join(map(str, [
+            f"{r['repository'].split('/')[1]} `{r['path']}`", r["kind"], ("yes" if runs else "no") + why, r["class"],
+            "**yes**" if m.get("proven") else "no", m.get("rc"), m.get("repair_rounds", "-"),
+            m.get("seconds") or m.get("wall_seconds", "-"), "" if m.get("proven") else cell(m.get("ending"), 200)]))
+            + " |")
+    runs = [r for r in recs if r.get("orig_runs", (r.get("orig") or {}).get("class") == "ok")]
+    proven = [r for r in recs if (r.get("migrate") or {}).get("proven")]
+    proven_runs = [r for r in runs if (r.get("migrate") or {}).get("proven")]
+    rows.append(f"\nproven {len(proven_runs)} of {len(runs)} whose original runs here "
+                f"({len(proven)} of {len(recs)} notebooks in all)")
+    return "\n".join(rows)
+
+
+def report(recs: list[dict], notebooks: bool = False) -> str:
     nb = [r for r in recs if "migrate_py" in r]
     extra = ""
     if nb:
         extra = ("\nnotebooks migrated as the converted .py (run.py's conversion): proven "
                  f"{sum(bool(r['migrate_py'].get('proven')) for r in nb)} of {len(nb)}, median wall "
                  f"{median([r['migrate_py']['wall_seconds'] for r in nb])} s")
-    return "\n\n".join([table(recs) + extra + proof_lines(recs), misses_table(recs), unproven(recs),
-                        disagreements(recs)])
+    parts = [table(recs) + extra + proof_lines(recs), misses_table(recs), unproven(recs), disagreements(recs)]
+    if notebooks:
+        parts.insert(0, notebook_table(recs))
+    return "\n\n".join(parts)
 
 
 def proof_lines(recs: list[dict]) -> str:
@@ -210,6 +249,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--label", default="migrate", help="results go to results-<label>.json")
     ap.add_argument("--results", type=Path, default=HERE / "results-final.json", help="which entries (classes TAKEN)")
+    ap.add_argument("--notebooks", action="store_true",
+                    help="every notebook entry of the manifest, whatever its class (--results is not read); "
+                         "each migrated as the .ipynb only")
     ap.add_argument("--tool", default=str(R.ROOT / ".venv" / "bin" / "cpu2gpu"),
                     help="the cpu2gpu executable for rewrite, verify and migrate")
     ap.add_argument("--only", help="comma-separated substrings of entry ids")
@@ -226,12 +268,17 @@ def main(argv=None) -> int:
     a.verify_jobs = 1
     out_path = HERE / f"results-{a.label}.json"
     if a.report:
-        print(report(json.loads(out_path.read_text())["entries"]))
+        data = json.loads(out_path.read_text())
+        print(report(data["entries"], notebooks=data.get("selection") == "notebooks" or a.notebooks))
         return 0
     R.CPU2GPU = Path(a.tool)  # run.py's verify of the original and of the rewrite: the same executable
     tool = [a.tool]
-    wanted = {e["id"] for e in json.loads(a.results.read_text())["entries"] if e["class"] in TAKEN}
-    entries = [e for e in json.loads((HERE / "manifest.json").read_text())["entries"] if e["id"] in wanted]
+    manifest = json.loads((HERE / "manifest.json").read_text())["entries"]
+    if a.notebooks:
+        entries = [e for e in manifest if e["format"] == "notebook"]
+    else:
+        wanted = {e["id"] for e in json.loads(a.results.read_text())["entries"] if e["class"] in TAKEN}
+        entries = [e for e in manifest if e["id"] in wanted]
     if a.only:
         entries = [e for e in entries if any(s in e["id"] for s in a.only.split(","))]
     queues: dict = {}
@@ -251,7 +298,8 @@ def main(argv=None) -> int:
         order = {e["id"]: i for i, e in enumerate(entries)}
         recs.sort(key=lambda r: order[r["id"]])
         out_path.write_text(json.dumps({
-            "label": a.label, "tool": a.tool, "tool_version": version, "working_tree_head": head,
+            "label": a.label, "selection": "notebooks" if a.notebooks else f"{a.results.name}: {', '.join(TAKEN)}",
+            "tool": a.tool, "tool_version": version, "working_tree_head": head,
             "max_steps": a.max_steps, "timeout": a.timeout, "max_rounds": a.max_rounds,
             "date": time.strftime("%Y-%m-%d %H:%M:%S"), "planned": len(entries), "measured": len(recs),
             "stopped": stopped, "entries": recs}, indent=1) + "\n")
@@ -279,7 +327,7 @@ def main(argv=None) -> int:
         save()
     save(stopped)
     print()
-    print(report(recs))
+    print(report(recs, notebooks=a.notebooks))
     print(f"\nwrote {out_path.relative_to(R.ROOT)}; work files under {R.CACHE / a.label}")
     return 0
 
