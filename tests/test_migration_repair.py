@@ -249,3 +249,33 @@ def test_no_opt_in_flag_where_there_is_none(source):
     from cpu2gpu.migration.deviceflags import opt_in_flag
 
     assert opt_in_flag(source.encode()) is None
+
+
+TRY_NEXT = b'''import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+loader = DataLoader(TensorDataset(torch.randn(8, 3), torch.randn(8, 1)), batch_size=4)
+model = torch.nn.Linear(3, 1)
+
+
+def train(steps):
+    data_iter = iter(loader)
+    for i in range(steps):
+        try:
+            x, y = next(data_iter)
+        except StopIteration:
+            data_iter = iter(loader)
+            x, y = next(data_iter)
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+'''
+
+
+def test_a_batch_bound_in_a_try_and_its_except_is_moved_after_both():
+    """The last binding before the use is the except branch's, which the first step never runs: the move
+    goes after the try statement, once, for both paths."""
+    fixed = repair(TRY_NEXT, Evidence("CG103", "batch", "x", 16, func="train", def_line=8, batches=("x", "y")))
+    assert fixed is not None and fixed.how == "unpack"
+    assert "            x, y = next(data_iter)\n        x, y = x.to(device), y.to(device)\n        loss =" \
+        in fixed.data.decode()
+    assert fixed.data.decode().count(".to(device)") == 2

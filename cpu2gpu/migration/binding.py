@@ -45,7 +45,8 @@ class Binding:
     scope: Scope
     target_names: tuple = ()  # loop: the names its target binds, in order
     value: Optional[cst.BaseExpression] = None  # assign / attribute: the value bound
-    small: Optional[cst.SimpleStatementLine] = None  # the line that holds the assignment
+    # the line that holds the assignment (unpack: the statement the move follows, a try or an if around it)
+    small: Optional[Union[cst.SimpleStatementLine, cst.BaseCompoundStatement]] = None
     in_init_after_super: bool = False  # attribute: set in __init__ after the Module's own __init__
     attribute: str = ""  # attribute: its name on self
 
@@ -103,7 +104,34 @@ def find_binding(reading: FileReading, evidence: Evidence) -> Optional[Binding]:
     if not bindings and isinstance(scope, cst.FunctionDef):
         # a global the function reads: bound at module level
         bindings = _bindings(reading, reading.module, evidence, any_line=True)
-    return bindings[-1] if bindings else None
+    if not bindings:
+        return None
+    found = bindings[-1]
+    branch = _branch_around(reading, found, evidence.line)
+    if branch is not None and isinstance(found.stmt, cst.Assign):
+        # `try: x, y = next(it)` / `except StopIteration: ...; x, y = next(it)`: bound in one branch or the
+        # other, used after them; the move goes after the whole statement, which every path runs through
+        return Binding("unpack", found.stmt, reading.start(branch), found.scope, small=branch)
+    return found
+
+
+def _branch_around(reading: FileReading, binding: Binding, use_line: int) -> Optional[Union[cst.Try, cst.If]]:
+    """The compound statement (try, if) in the block of the use that holds the binding but not the use:
+    where a value bound in one of its branches is moved for every path. None where there is none."""
+    if binding.how not in ("assign", "unpack") or binding.small is None:
+        return None
+    inner = reading.span(binding.small)
+    block: Sequence[cst.CSTNode] = binding.scope.body if isinstance(binding.scope, cst.Module) \
+        else _block(binding.scope.body)
+    while True:
+        holder = next((s for s in block if reading.span(s).start.line <= inner.start.line
+                       and inner.end.line <= reading.span(s).end.line), None)
+        if holder is None or holder is binding.small:
+            return None
+        rng = reading.span(holder)
+        if not rng.start.line <= use_line <= rng.end.line:
+            return holder if isinstance(holder, (cst.Try, cst.If)) else None
+        block = [stmt for suite in _suites(holder) if isinstance(suite, cst.IndentedBlock) for stmt in suite.body]
 
 
 def _bindings(reading: FileReading, scope: Scope, evidence: Evidence, any_line: bool = False) -> list[Binding]:
