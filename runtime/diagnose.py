@@ -25,6 +25,7 @@ _MISMATCH_MARKERS = (
     "indices should be either on cpu or on the same device",
     "Input and parameter tensors are not at the same device",
     "Expected a 'cuda' device type for generator",
+    "but got cpu",  # autograd: "invalid gradient at index 0 - expected device cuda:0 but got cpu"
 )
 _NO_CUDA_MARKERS = (
     "Torch not compiled with CUDA enabled",

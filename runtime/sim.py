@@ -681,6 +681,27 @@ _FACTORIES = (
 _NEW_METHODS = "new_tensor new_zeros new_ones new_empty new_full".split()
 
 
+def _gradients_checked(orig, grads_at: int, grads_name: str):
+    """torch.autograd.backward / grad: a CPU gradient given for an output on the device raises as on CUDA,
+    where the engine checks it on the calling thread ("invalid gradient at index 0 - expected device cuda:0
+    but got cpu"); unchecked, the simulated device's worker thread aborts the process. A 0-dim gradient is
+    let through: the engine moves it."""
+
+    @functools.wraps(orig)
+    def run(*args, **kwargs):
+        outputs = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
+        grads = args[grads_at] if len(args) > grads_at else kwargs.get(grads_name)
+        outs = (outputs,) if isinstance(outputs, torch.Tensor) else tuple(outputs or ())
+        given = (grads,) if isinstance(grads, torch.Tensor) else tuple(grads or ())
+        for i, (out, grad) in enumerate(zip(outs, given)):
+            if isinstance(out, SimTensor) and isinstance(grad, torch.Tensor) and not isinstance(grad, SimTensor) \
+                    and grad.dim() > 0:
+                raise RuntimeError(f"invalid gradient at index {i} - expected device {_nominal} but got cpu")
+        return orig(*args, **kwargs)
+
+    return run
+
+
 def _pin_memory(self, device=None):
     return self  # nothing to pin: the device memory is host memory here
 
@@ -1106,6 +1127,9 @@ def install(kind: str = "cuda") -> None:
     data_parallel.scatter = _data_parallel_scatter
     _orig_set_default = torch.set_default_device
     torch.set_default_device = lambda device: _orig_set_default(_map_device(device) if device is not None else None)
+
+    torch.autograd.backward = _gradients_checked(torch.autograd.backward, 1, "grad_tensors")
+    torch.autograd.grad = _gradients_checked(torch.autograd.grad, 2, "grad_outputs")
 
     vf = torch._VF
     for name in ("lstm", "gru", "rnn_tanh", "rnn_relu"):

@@ -351,3 +351,15 @@ def test_a_script_that_uses_the_gpu_only_when_asked_is_proven_with_its_flag(tmp_
     runs = {r["label"]: r for r in result["verify"]["runs"]}
     assert runs["migrated (sim)"]["device_forward_calls"] > 0
     assert result["verify"]["settings"]["args"] == []
+
+
+@pytest.mark.slow
+def test_a_cpu_gradient_for_a_device_output_is_located_and_made_on_the_device(tmp_path):
+    """torch.autograd.grad(..., grad_outputs=torch.ones(y.size())): CUDA raises "invalid gradient at index 0
+    - expected device cuda:0 but got cpu"; the simulated device raises the same (its worker thread used to
+    abort the process) and the repair gives the penalty's weight the device of its input."""
+    folder = _copy("gradient_penalty", tmp_path)
+    result = _migrate(folder, "train.py")
+    assert result["proven"], result["ending"]
+    assert ("CG104", "train.py", "assign") in _kinds(result)
+    assert "weight = torch.ones(y.size(), device=x.device)" in result["changed"][str(folder / "train.py")].decode()
