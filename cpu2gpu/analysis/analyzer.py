@@ -17,7 +17,7 @@ from .facts import Facts, Kind, Place, Value
 from .imports import ImportTable
 from .seeds import NO_SEEDS, Seeds
 
-from .core import Scope
+from .core import Deferred, Scope
 from .statements import StatementWalker
 from .expressions import ExpressionEvaluator
 from .torchcalls import TorchCalls
@@ -46,7 +46,7 @@ class Analyzer(StatementWalker, ExpressionEvaluator, TorchCalls, ModuleClasses, 
         self.host_depth = 0  # inside the branch of a GPU check that runs without a GPU
         self.global_scope = Scope(None)
         # Functions and methods not called yet: walked at the end, with unknown arguments.
-        self.deferred: list[tuple[Value, Optional[Value]]] = []
+        self.deferred = Deferred()
         self.returns: list[list[Optional[Value]]] = []
         # None outside loops over a loader; inside one, how many `if`s deep (0: every step).
         self.step_depth: Optional[int] = None
@@ -68,9 +68,7 @@ class Analyzer(StatementWalker, ExpressionEvaluator, TorchCalls, ModuleClasses, 
             self.statement(stmt, self.global_scope)
         self.walk_incoming()
         while self.deferred:
-            # Methods first: the helper functions forward() calls are then walked with its tensors.
-            index = next((i for i, (_, o) in enumerate(self.deferred) if o is not None), 0)
-            function, owner = self.deferred.pop(index)
+            function, owner = self.deferred.pop_next()
             if not function.walked:
                 self.function(function, owner, [], {}, deferred=owner is None)
         self.facts.torch_alias = self.imports.torch_alias

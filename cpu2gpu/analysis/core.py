@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from typing import TYPE_CHECKING, Optional, Union, cast
 
 import libcst as cst
@@ -221,3 +222,22 @@ def _call_kwarg(call: cst.Call, name: str) -> Optional[cst.Arg]:
         if arg.keyword is not None and arg.keyword.value == name:
             return arg
     return None
+
+
+class Deferred:
+    """The functions and methods no code has called yet, walked after the module in the order they were
+    found, methods of modules first: the helper functions forward() calls are then walked with its tensors.
+    (Two queues: a file of thousands of functions must not scan the list for the next method each time.)"""
+
+    def __init__(self) -> None:
+        self.methods: deque[tuple[Value, Optional[Value]]] = deque()
+        self.functions: deque[tuple[Value, Optional[Value]]] = deque()
+
+    def append(self, item: tuple[Value, Optional[Value]]) -> None:
+        (self.methods if item[1] is not None else self.functions).append(item)
+
+    def pop_next(self) -> tuple[Value, Optional[Value]]:
+        return self.methods.popleft() if self.methods else self.functions.popleft()
+
+    def __bool__(self) -> bool:
+        return bool(self.methods or self.functions)

@@ -21,7 +21,7 @@ from .facts import Facts, Hardcoded, Kind, Place, Value
 from .imports import ImportTable
 from .seeds import Exported, Seeds
 
-from .core import Scope
+from .core import Deferred, Scope
 
 
 class AnalysisParts:
@@ -46,7 +46,7 @@ class AnalysisParts:
     stmt_path: list[cst.CSTNode]  # the statements being walked, outermost first
     lambda_frames: list[Any]  # the lambdas being read at their call, innermost last
     walking_deferred: bool  # in a function no code of the file calls
-    deferred: list[tuple[Value, Optional[Value]]]  # functions and methods not called yet
+    deferred: Deferred  # functions and methods not called yet
     returns: list[list[Optional[Value]]]  # the values each function being walked returns
 
     # -- module classes, this file's and those other files export --
