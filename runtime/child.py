@@ -27,7 +27,10 @@ def parse(argv):
     p.add_argument("--max-steps", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workdir", required=True, help="the temporary copy the script runs in")
-    p.add_argument("--orig-root", required=True, help="the folder that was copied")
+    p.add_argument("--run-file", default=None,
+                   help="JSON: orig_root (the folder copied), display_base, private (the run's own folder); "
+                        "kept off the command line, which the script can read")
+    p.add_argument("--orig-root", default=None, help="the folder that was copied (without --run-file)")
     p.add_argument("--display-base", default=None, help="report paths relative to this folder")
     p.add_argument("--synthetic-data", action="store_true",
                    help="replace known data sets by small deterministic stand-ins; report missing data")
@@ -38,7 +41,20 @@ def parse(argv):
                    help="one rank under torchrun (verify --nproc): per-rank files, parameter checksums")
     p.add_argument("script")
     p.add_argument("args", nargs=argparse.REMAINDER)
-    return p.parse_args(argv)
+    opts = p.parse_args(argv)
+    # the run's own folder: the copy's grandparent (runner.Sandbox), unless the run file names it
+    opts.private = os.path.dirname(os.path.dirname(os.path.realpath(opts.workdir)))
+    opts.isolation = "auto"
+    if opts.run_file:
+        with open(opts.run_file) as f:
+            run = json.load(f)
+        opts.orig_root = run["orig_root"]
+        opts.display_base = run.get("display_base")
+        opts.private = run.get("private") or opts.private
+        opts.isolation = run.get("isolation", "auto")
+    if opts.orig_root is None:
+        p.error("--run-file or --orig-root is required")
+    return opts
 
 
 def _displayer(workdir, orig_root, base):
@@ -136,6 +152,11 @@ def main(argv=None) -> int:
         from . import distributed_child
 
         distributed_child.prepare(opts)
+    from . import keeper
+
+    # Before torch starts threads: the run is confined here, and its keeper stays outside (keeper.py).
+    isolation_record = keeper.split(opts.private, opts.orig_root, opts.result + ".writes",
+                                    kernel=opts.isolation != "audit-hook")
     import torch
 
     from . import harness, sandbox
@@ -167,7 +188,7 @@ def main(argv=None) -> int:
         from . import progress
 
         progress_writer = progress.install(opts.progress, rec)
-    sandbox.install(opts.workdir, opts.orig_root)
+    guard = sandbox.install(opts.workdir, opts.orig_root)
     synthetic_setup = None
     if opts.synthetic_data:
         from .standins import setup as synthetic
@@ -292,6 +313,8 @@ def main(argv=None) -> int:
         "lines": rec.lines.by_file(display),
         "sources": _sources(rec.lines, display),
         "in_root": _in_root(rec.lines, display, opts.workdir),
+        "isolation": isolation_record,
+        "refused_writes": guard.refused,
     }
     if device_choice is not None and (device_choice.moved_to_cpu or device_choice.flags_off):
         result["device_choice"] = device_choice.report(display)

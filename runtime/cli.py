@@ -86,15 +86,17 @@ def verify(script, script_args, against, device, max_steps, timeout, seed, rtol,
     import sys
 
     from . import progressview
+    from .reaper import guard
     from .report import to_json, to_text
     from .verify import VerifyError, verify as run_verify
 
     view = progressview.choose(sys.stderr, quiet=quiet, force=force_progress, show_output=show_output)
     try:
-        report = run_verify(script, script_args, against=against, device=device, max_steps=max_steps,
-                            seed=seed, timeout=timeout, jobs=jobs, rtol=rtol, keep=keep_workdirs,
-                            show_output=show_output, synthetic_data=synthetic_data, clean_env=clean_env,
-                            env_allow=env_allow, progress=view, nproc=nproc)
+        with guard():  # Ctrl-C, SIGTERM, SIGHUP, an exception: no process of the runs lives on
+            report = run_verify(script, script_args, against=against, device=device, max_steps=max_steps,
+                                seed=seed, timeout=timeout, jobs=jobs, rtol=rtol, keep=keep_workdirs,
+                                show_output=show_output, synthetic_data=synthetic_data, clean_env=clean_env,
+                                env_allow=env_allow, progress=view, nproc=nproc)
     except VerifyError as e:
         click.echo(f"cpu2gpu verify: {e}", err=True)
         raise SystemExit(2)
@@ -150,12 +152,14 @@ def migrate(script, script_args, in_place, write_unproven, device, max_steps, ma
 
     from .migrate import EXIT_CANNOT_RUN, EXIT_ERROR, EXIT_PROVEN, EXIT_UNPROVEN, migrate as run_migrate
     from .migratereport import to_json, to_text, write_files
+    from .reaper import guard
     from .verify import VerifyError
 
     say = None if quiet or not sys.stderr.isatty() else (lambda line: click.echo(line, err=True))
     try:
-        result = run_migrate(script, script_args, device=device, max_steps=max_steps, synthetic_data=synthetic_data,
-                             timeout=timeout, seed=seed, rtol=rtol, max_rounds=max_rounds, progress=say)
+        with guard():  # Ctrl-C, SIGTERM, SIGHUP, an exception: no process of the runs lives on
+            result = run_migrate(script, script_args, device=device, max_steps=max_steps, synthetic_data=synthetic_data,
+                                 timeout=timeout, seed=seed, rtol=rtol, max_rounds=max_rounds, progress=say)
     except VerifyError as e:
         click.echo(f"cpu2gpu migrate: {e}", err=True)
         raise SystemExit(EXIT_ERROR)

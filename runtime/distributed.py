@@ -29,7 +29,7 @@ import sys
 import time
 
 from . import compare as cmp
-from . import progress
+from . import progress, proctree
 from .runner import RunSpec, Sandbox, _failed_result
 
 DEVICES = ("auto", "cpu", "cuda")  # --nproc runs on the CPU (gloo), or on N CUDA GPUs, one per rank
@@ -94,7 +94,7 @@ def run(spec: RunSpec, *, max_steps=None, seed=0, timeout=600.0, cwd=None, keep=
         threads=None, synthetic_data=False, clean_env=False, env_allow=(), on_progress=None) -> dict:
     """Run spec.script under torchrun with spec.nproc ranks; return the merged result."""
     nproc = spec.nproc
-    box = Sandbox.make(spec.script, cwd, "cpu2gpu-verify-ddp-", spec.root)
+    box = Sandbox.make(spec.script, cwd, "cpu2gpu-verify-ddp-", spec.root, keep)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
            "--max-restarts", "0", "--module", "cpu2gpu.runtime", "--distributed",
            *box.child_args(spec, seed, max_steps, synthetic_data, on_progress is not None)]
@@ -104,19 +104,23 @@ def run(spec: RunSpec, *, max_steps=None, seed=0, timeout=600.0, cwd=None, keep=
 
     t0 = time.perf_counter()
     timed_out = False
-    with open(box.stdout, "wb") as out, open(box.stderr, "wb") as err:
-        proc = subprocess.Popen(cmd, cwd=box.run_cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                start_new_session=True)
-        try:
-            if on_progress is None:
-                proc.wait(timeout=timeout)
-            else:  # rank 0 speaks for the run
-                progress.follow(proc, box.progress + ".rank0", timeout, on_progress)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _stop(proc, box.result)
-        else:
-            _reap(proc, box.result)
+    proc = None
+    try:
+        with open(box.stdout, "wb") as out, open(box.stderr, "wb") as err:
+            proc = box.spawn(cmd, env, out, err)
+            try:
+                if on_progress is None:
+                    proc.wait(timeout=timeout)
+                else:  # rank 0 speaks for the run
+                    progress.follow(proc, box.progress + ".rank0", timeout, on_progress)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _stop(proc, box.result)
+    except BaseException:
+        box.end(proc)
+        box.discard()
+        raise
+    box.end(proc)  # torchrun, the ranks' keepers and all they left
     wall = time.perf_counter() - t0
 
     ranks = []
@@ -135,6 +139,8 @@ def run(spec: RunSpec, *, max_steps=None, seed=0, timeout=600.0, cwd=None, keep=
             res["finished_at"] = None
         ranks.append(res)
     result = merge(spec, ranks, timed_out=timed_out, timeout=timeout, returncode=proc.returncode)
+    # every rank's refusals count (merge keeps rank 0's record)
+    result["refused_writes"] = [w for res in ranks for w in res.get("refused_writes") or []]
     result["distributed"]["wall_seconds"] = wall
     return box.finish(result, proc, wall, show_output, keep, f"{spec.label} (torchrun, {nproc} ranks)")
 
@@ -150,23 +156,9 @@ def _rank_pids(result_path: str) -> list:
     return pids
 
 
-def _kill_groups(pids: list, sig) -> None:
-    for pid in pids:
-        try:
-            os.killpg(pid, sig)  # each rank leads its own session (torchrun starts it so): its loader workers too
-        except OSError:
-            pass
-
-
-def _reap(proc: subprocess.Popen, result_path: str) -> None:
-    """torchrun is done: end what the ranks left behind (loader workers) and torchrun's group."""
-    _kill_groups(_rank_pids(result_path), signal.SIGKILL)
-    _kill_groups([proc.pid], signal.SIGKILL)
-
-
 def _stop(proc: subprocess.Popen, result_path: str) -> None:
-    """The timeout: SIGTERM to every rank (each reports where it hung), torchrun then ends as its
-    workers fail; after STOP_GRACE_S, SIGKILL to the ranks' groups and to torchrun's."""
+    """The timeout: SIGTERM to every rank (its keeper passes it on; each reports where it hung), torchrun
+    then ends as its workers fail; after STOP_GRACE_S its whole family is killed."""
     pids = _rank_pids(result_path)
     for pid in pids:
         try:
@@ -182,12 +174,9 @@ def _stop(proc: subprocess.Popen, result_path: str) -> None:
         proc.wait(timeout=STOP_GRACE_S)
     except subprocess.TimeoutExpired:
         pass
-    _kill_groups(_rank_pids(result_path), signal.SIGKILL)
-    _kill_groups([proc.pid], signal.SIGKILL)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
+    if proc.poll() is None:  # still there after the grace: the whole family goes
+        proctree.kill_family(proc.pid)
+        proc.wait()
 
 
 # -- merging the ranks -------------------------------------------------------------------------------

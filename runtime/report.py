@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import statistics
 
-from . import distributed_report
+from . import distributed_report, isolation
 from .capreport import cap_lines
 
 
@@ -66,11 +66,21 @@ def to_json(report: dict) -> str:
         for key in ("losses", "step_times", "backward_calls", "device_forward_calls", "cpu_forward_calls",
                     "trained_devices", "modules", "events", "exception", "diagnosis", "device_rng", "exit_code",
                     "wall_seconds", "stdout_tail", "stderr_tail", "workdir", "needs_data", "synthetic", "cap",
-                    "distributed", "missing_package", "mirrored_draws", "step_kinds"):
+                    "distributed", "missing_package", "mirrored_draws", "step_kinds", "isolation",
+                    "refused_writes", "refused_elsewhere"):
             if key in run:
                 entry[key] = run[key]
         out["runs"].append(entry)
+    out["isolation"] = isolation_of(report)
     return json.dumps(out, indent=2)
+
+
+def isolation_of(report: dict) -> dict | None:
+    """How the runs were confined (isolation.py): the weakest run's record, since that one says what held."""
+    records = [run["isolation"] for run in report.get("runs", []) if run.get("isolation")]
+    if not records:
+        return None
+    return min(records, key=lambda r: (r.get("kind") == isolation.LANDLOCK, bool(r.get("watch"))))
 
 
 def _table(rows: list, headers: list) -> list:
@@ -245,6 +255,7 @@ def to_text(report: dict) -> str:
     out += distributed_report.lines(report)
     out += cap_lines(report)
     out += _synthetic_lines(report)
+    out += ["", "  " + isolation.describe(isolation_of(report))]
     out.append("")
     v = report["verdict"]
     if v == "pass":

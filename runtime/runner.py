@@ -6,6 +6,7 @@ Imports nothing heavy: torch lives in the child.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -15,9 +16,10 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass, field
 
-from . import progress
+from . import folderstate, isolation, progress, proctree, reaper
 from .environment import child_environment
 
 # Folders a script does not read and that can be large.
@@ -30,6 +32,7 @@ COPY_BUDGET_BYTES = 256 * 1024 * 1024  # past this, every file is linked
 COPY_BUDGET_FILES = 5000
 TAIL_CHARS = 4000
 FICLONE = 0x40049409  # linux/fs.h: _IOW(0x94, 9, int)
+STOP_GRACE_S = 10.0  # after the timeout's SIGTERM, for the child to say where the script was
 
 
 @dataclass
@@ -123,6 +126,8 @@ def copy_tree(src: str, dst: str) -> list:
     can_clone = True
     inside = os.path.realpath(dst)
     for dirpath, dirnames, filenames in os.walk(src):
+        if reaper.stopping():  # Ctrl-C: do not copy on (nor recreate a folder already removed)
+            raise reaper.Stopped("verify is being stopped")
         dirnames[:] = [
             d for d in dirnames
             if d not in SKIP_DIRS and not os.path.exists(os.path.join(dirpath, d, "pyvenv.cfg"))
@@ -213,26 +218,43 @@ class Sandbox:
     stdout: str
     stderr: str
     progress: str
+    token: str = ""  # marks the environment of every process of the run (reaper)
+    keep: bool = False
+    before: dict = field(default_factory=dict)  # the user's folder before the run (folderstate)
 
     @classmethod
-    def make(cls, script: str, cwd, prefix: str, root: str | None = None) -> "Sandbox":
+    def make(cls, script: str, cwd, prefix: str, root: str | None = None, keep: bool = False) -> "Sandbox":
         """``root``: the folder to copy, when the caller knows it (migrate's draft); else chosen."""
         cwd = os.path.abspath(cwd or os.getcwd())
         script = os.path.abspath(script)
         root = root or choose_root(script, cwd)
         tmp = tempfile.mkdtemp(prefix=prefix)
-        work = os.path.join(tmp, "work", os.path.basename(root) or "root")
-        linked = copy_tree(root, work)
+        token = uuid.uuid4().hex
+        try:
+            reaper.enter(tmp, token, keep)
+            work = os.path.join(tmp, "work", os.path.basename(root) or "root")
+            before = folderstate.snapshot(root, SKIP_DIRS, tmp)
+            linked = copy_tree(root, work)
+            os.makedirs(os.path.join(tmp, "tmp"))  # the run's TMPDIR: the only temporary folder it may write
+            with open(os.path.join(tmp, "run.json"), "w") as f:
+                # the user's folder, for the child's own use (shown paths, the sandbox): not on its command line
+                json.dump({"orig_root": root, "display_base": cwd, "private": tmp,
+                           "isolation": os.environ.get(isolation.CHOICE_VARIABLE, "auto")}, f)
+        except BaseException:
+            reaper.leave(tmp)
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         run_script = os.path.join(work, os.path.relpath(script, root))
         in_root = cwd == root or cwd.startswith(root + os.sep)
         run_cwd = os.path.join(work, os.path.relpath(cwd, root)) if in_root else os.path.dirname(run_script)
         return cls(cwd, root, tmp, work, linked, run_script, run_cwd, os.path.join(tmp, "result.json"),
-                   os.path.join(tmp, "stdout.txt"), os.path.join(tmp, "stderr.txt"), os.path.join(tmp, "progress.jsonl"))
+                   os.path.join(tmp, "stdout.txt"), os.path.join(tmp, "stderr.txt"), os.path.join(tmp, "progress.jsonl"),
+                   token, keep, before)
 
     def child_args(self, spec: RunSpec, seed: int, max_steps, synthetic_data: bool, progress: bool) -> list:
         """The instrumented child's arguments, up to and with the script and its own arguments."""
         args = ["--mode", spec.mode, "--result", self.result, "--seed", str(seed), "--workdir", self.work,
-                "--orig-root", self.root, "--display-base", self.cwd]
+                "--run-file", os.path.join(self.tmp, "run.json")]
         if max_steps is not None:
             args += ["--max-steps", str(max_steps)]
         if synthetic_data:
@@ -250,20 +272,82 @@ class Sandbox:
         if spec.mode == "cpu":
             env["CUDA_VISIBLE_DEVICES"] = ""  # the fallback: no GPU to be seen
         env.update(spec.env)
+        for name in ("TMPDIR", "TMP", "TEMP"):  # the one temporary folder the sandbox lets it write
+            env[name] = os.path.join(self.tmp, "tmp")
+        env[reaper.MARKER_NAME] = self.token
         return env
+
+    def spawn(self, cmd: list, env: dict, out, err) -> subprocess.Popen:
+        """The run's child, in its own session; none once verify is being stopped."""
+        return reaper.spawn(self.tmp, lambda: subprocess.Popen(
+            cmd, cwd=self.run_cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+            start_new_session=True))
+
+    def end(self, proc: subprocess.Popen | None) -> None:
+        """Nothing of the run lives on: its child's family, and whatever carries its marker."""
+        alive = proc is not None and proc.poll() is None  # a pid already waited for may be another's now
+        reaper.end_run(proc.pid if alive and proc is not None else None, reaper.marker(self.token))
+        if proc is not None:
+            try:
+                proc.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                pass
+
+    def discard(self) -> None:
+        """The run did not get to finish (an exception, verify stopped): its folder goes."""
+        reaper.leave(self.tmp)
+        if not self.keep:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def _refused_writes(self, result: dict) -> list:
+        """The writes refused during the run: by the audit hook (in the result) and by the write watch
+        (the keeper's record files, one per rank)."""
+        found = list(result.get("refused_writes") or [])
+        for path in sorted(glob.glob(glob.escape(self.result) + "*.writes")):
+            try:
+                with open(path) as f:
+                    found += [json.loads(line) for line in f if line.strip()]
+            except (OSError, ValueError):
+                continue
+        return found
+
+    def _shown(self, path: str) -> str:
+        rel = os.path.relpath(path, self.cwd)
+        return path if rel.startswith("..") else rel
 
     def finish(self, result: dict, proc: subprocess.Popen, wall: float, show_output: bool, keep: bool,
                title: str) -> dict:
-        """What every run's result carries: a write through a link to the originals (a fail), the
-        output tails, the wall time; the copy removed unless kept."""
+        """What every run's result carries: a write it tried outside its copy, or a change of the user's
+        folder (a fail), the output tails, the wall time; the copy removed unless kept."""
+        refused = self._refused_writes(result)
+        elsewhere = [r for r in refused if r.get("place") == "elsewhere"]
+        if elsewhere:  # refused by the kernel, outside the user's folder: told, not judged
+            result["refused_elsewhere"] = elsewhere
+        tried = [r for r in refused if r.get("place") == "original"]
         touched = changed_originals(self.linked)
-        if touched:  # a native writer the sandbox does not see: fail loudly, never pass
+        confined = (result.get("isolation") or {}).get("kind") == isolation.LANDLOCK
+        if not confined:  # nothing held the run but Python's hook: compare the whole folder
+            touched = sorted(set(touched) | {os.path.join(self.root, p) for p in
+                                             folderstate.changes(self.before, self.root, SKIP_DIRS, self.tmp)})
+        causes = []
+        if tried:
+            result["refused_writes"] = tried
+            paths = list(dict.fromkeys(self._shown(r["path"]) for r in tried))
+            by = " and ".join(sorted({r.get("by", "") for r in tried}))
+            causes.append(f"the script tried to write outside its copy, into the original folder (refused by the "
+                          f"{by}): " + ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else ""))
+        if touched:  # a writer nothing refused (native code, another program, without Landlock)
+            causes.append("the run changed the original folder (found after the run; nothing refused it): "
+                          + ", ".join(self._shown(p) for p in touched))
+        if causes:  # fail loudly, never pass
+            cause = "; ".join(causes)
+            exc = result.get("exception")
+            if not exc or result.get("status") in ("ok", "max_steps"):  # else the script's error (the refusal?)
+                result["exception"] = {"type": "WroteOutsideCopy" if tried else "WroteOriginals", "file": None,
+                                       "line": None, "source": None, "traceback": "", "message": cause}
+            where = {"file": exc.get("file"), "line": exc.get("line")} if exc and exc.get("file") else None
             result["status"] = "wrote-originals"
-            result["exception"] = {"type": "WroteOriginals", "file": None, "line": None, "source": None,
-                                   "traceback": "", "message": "the run changed files of the original folder: "
-                                   + ", ".join(touched)}
-            result["diagnosis"] = {"cause": "the run wrote into the original folder through a link: "
-                                   + ", ".join(touched), "rule": None, "rule_name": None, "where": None}
+            result["diagnosis"] = {"cause": cause, "rule": None, "rule_name": None, "where": where}
         result["wall_seconds"] = wall
         result["returncode"] = proc.returncode
         result["stdout_tail"] = _tail(self.stdout)
@@ -274,6 +358,7 @@ class Sandbox:
             result["workdir"] = self.tmp
         else:
             shutil.rmtree(self.tmp, ignore_errors=True)
+        reaper.leave(self.tmp)
         return result
 
 
@@ -282,7 +367,7 @@ def run(spec: RunSpec, *, max_steps=None, seed=0, timeout=600.0, cwd=None, keep=
         on_progress=None) -> dict:
     """Run one script in a fresh child process; return its result dict.
     on_progress(line) gets the child's progress lines ({"steps", "loss"}) while it runs."""
-    box = Sandbox.make(spec.script, cwd, "cpu2gpu-verify-", spec.root)
+    box = Sandbox.make(spec.script, cwd, "cpu2gpu-verify-", spec.root, keep)
     cmd = [sys.executable, "-m", "cpu2gpu.runtime",
            *box.child_args(spec, seed, max_steps, synthetic_data, on_progress is not None)]
     env = box.child_env(spec, clean_env, env_allow)
@@ -293,19 +378,23 @@ def run(spec: RunSpec, *, max_steps=None, seed=0, timeout=600.0, cwd=None, keep=
 
     t0 = time.perf_counter()
     timed_out = False
-    with open(box.stdout, "wb") as out, open(box.stderr, "wb") as err:
-        proc = subprocess.Popen(cmd, cwd=box.run_cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=err, start_new_session=True)
-        try:
-            if on_progress is None:
-                proc.wait(timeout=timeout)
-            else:
-                progress.follow(proc, box.progress, timeout, on_progress)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _stop(proc)
-        else:
-            _reap(proc)
+    proc = None
+    try:
+        with open(box.stdout, "wb") as out, open(box.stderr, "wb") as err:
+            proc = box.spawn(cmd, env, out, err)
+            try:
+                if on_progress is None:
+                    proc.wait(timeout=timeout)
+                else:
+                    progress.follow(proc, box.progress, timeout, on_progress)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _stop(proc)
+    except BaseException:
+        box.end(proc)
+        box.discard()
+        raise
+    box.end(proc)  # the keeper ended what the run left; this ends what escaped it
     wall = time.perf_counter() - t0
 
     result = None
@@ -330,26 +419,14 @@ def run(spec: RunSpec, *, max_steps=None, seed=0, timeout=600.0, cwd=None, keep=
     return box.finish(result, proc, wall, show_output, keep, spec.label)
 
 
-def _reap(proc: subprocess.Popen) -> None:
-    """The child leaves at once (os._exit): end what it started (loader workers)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        pass
-
-
 def _stop(proc: subprocess.Popen) -> None:
-    """SIGTERM first, so that the child reports where the script hung; then kill."""
+    """SIGTERM first (the keeper passes it on), so that the child reports where the script hung; then
+    the whole family is killed."""
     try:
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=10)
+        proc.wait(timeout=STOP_GRACE_S)
     except (subprocess.TimeoutExpired, OSError):
         pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        pass
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
+    if proc.poll() is None:  # still there after the grace: the whole family goes
+        proctree.kill_family(proc.pid)
+        proc.wait()

@@ -4,7 +4,8 @@ The copy holds clones or copies of the user's files, and links to the largest on
 ``runner.copy_tree``). A write through such a link would land in the user's file, so every write
 path the interpreter offers is watched with an audit hook (PEP 578): ``open``/``io.open``/
 ``os.open`` (which numpy, pathlib and shutil go through), ``os.truncate``, ``os.remove``,
-``os.rename``/``os.replace``, ``os.chmod``/``os.utime``/``os.chown``, ``shutil.rmtree``; plus
+``os.rename``/``os.replace``, ``os.mkdir``, ``os.link``/``os.symlink``, ``os.chmod``/``os.utime``/
+``os.chown``, ``shutil.rmtree`` (a ``dir_fd`` resolved where the event gives it: not ``open``'s); plus
 torch's writers that open files in C++ (``torch.save`` of a path, ``torch.jit.save``), and
 ``sqlite3.connect``.
 
@@ -18,7 +19,10 @@ torch's writers that open files in C++ (``torch.save`` of a path, ``torch.jit.sa
   which no hook of ours can watch, every link is replaced by a copy: the copy is then complete.
 
 Other native code that opens files itself (a C extension writing by path) is not seen; the
-parent compares the linked originals before and after the run and fails the run if one moved.
+parent compares the user's folder before and after the run and fails the run if a file moved. Where
+the kernel confines the run (isolation.py: Landlock), this hook still turns writes to our links into
+private files, and its refusals come first for what Python does. Every refusal is recorded
+(``refused``): a script that catches the PermissionError must not pass.
 """
 
 from __future__ import annotations
@@ -38,6 +42,23 @@ class Sandbox:
         self.private = os.path.dirname(os.path.dirname(self.workdir))
         self.orig_root = os.path.realpath(orig_root)
         self._materialized = False
+        self.refused: list[dict] = []  # the writes refused, for the verdict
+
+    def _refuse(self, path: str, event: str, what: str) -> None:
+        if len(self.refused) < 50:
+            self.refused.append({"path": path, "call": event, "place": "original", "by": "audit hook"})
+        raise PermissionError(f"cpu2gpu verify: the run may not {what} the original folder ({path})")
+
+    @staticmethod
+    def _path(file, dir_fd=None) -> str:
+        """``file`` as an absolute path; relative to ``dir_fd`` when one is given (Linux: /proc/self/fd)."""
+        path = os.fsdecode(file)
+        if isinstance(dir_fd, int) and not os.path.isabs(path):
+            try:
+                return os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), path)
+            except OSError:
+                pass
+        return os.path.abspath(path)
 
     # --- what a path means --------------------------------------------------------------
     @staticmethod
@@ -55,11 +76,11 @@ class Sandbox:
         return self._inside(parent, self.workdir) and not self._inside(os.path.realpath(path), self.workdir)
 
     # --- what to do before a write ------------------------------------------------------
-    def before_write(self, file, keeps_content: bool) -> None:
+    def before_write(self, file, keeps_content: bool, dir_fd=None, event: str = "open") -> None:
         """Make a write to ``file`` land in the copy, or refuse it."""
         if not isinstance(file, (str, bytes, os.PathLike)):
             return  # a file descriptor: it was opened through this guard
-        path = os.path.abspath(os.fsdecode(file))
+        path = self._path(file, dir_fd)
         if self._our_link(path):
             target = os.path.realpath(path)
             os.unlink(path)
@@ -69,17 +90,17 @@ class Sandbox:
                 open(path, "wb").close()
                 shutil.copymode(target, path)
             return
-        if self._is_original(os.path.realpath(path)):
-            raise PermissionError(f"cpu2gpu verify: the run may not write into the original folder ({path})")
+        if self._is_original(os.path.realpath(path)) and not _bytecode_cache(path):
+            self._refuse(path, event, "write into")
 
-    def before_entry_change(self, file) -> None:
-        """Remove or rename: the entry itself goes (a link goes, not its target)."""
+    def before_entry_change(self, file, dir_fd=None, event: str = "os.rename") -> None:
+        """Remove, rename, make or link: the entry itself changes (a link goes, not its target)."""
         if not isinstance(file, (str, bytes, os.PathLike)):
             return
-        path = os.path.abspath(os.fsdecode(file))
+        path = self._path(file, dir_fd)
         parent = os.path.realpath(os.path.dirname(path))
-        if self._is_original(os.path.join(parent, os.path.basename(path))):
-            raise PermissionError(f"cpu2gpu verify: the run may not change the original folder ({path})")
+        if self._is_original(os.path.join(parent, os.path.basename(path))) and not _bytecode_cache(path):
+            self._refuse(path, event, "change")
 
     def materialize_links(self) -> None:
         """Replace every link to an original by a copy (once: later walks find none)."""
@@ -107,17 +128,27 @@ class Sandbox:
                 keeps = writes and not flags & os.O_TRUNC
             if writes:
                 self.before_write(path, keeps)
-        elif event in ("os.truncate", "os.chmod", "os.chown", "os.utime"):
-            self.before_write(args[0], keeps_content=True)
-        elif event in ("os.remove", "os.rmdir", "shutil.rmtree"):
-            self.before_entry_change(args[0])
+        elif event == "os.truncate":
+            self.before_write(args[0], keeps_content=True, event=event)
+        elif event in ("os.chmod", "os.chown", "os.utime"):  # the dir_fd comes last
+            self.before_write(args[0], keeps_content=True, dir_fd=args[-1], event=event)
+        elif event in ("os.remove", "os.rmdir", "shutil.rmtree", "os.mkdir"):
+            self.before_entry_change(args[0], args[-1] if event != "shutil.rmtree" else None, event)
         elif event == "sqlite3.connect":
-            self.before_write(args[0], keeps_content=True)
+            self.before_write(args[0], keeps_content=True, event=event)
         elif event in _SPAWN_EVENTS:
             self.materialize_links()
-        elif event == "os.rename":
-            self.before_entry_change(args[0])
-            self.before_entry_change(args[1])
+        elif event in ("os.rename", "os.link"):  # (src, dst, src_dir_fd, dst_dir_fd): a link to an original
+            self.before_entry_change(args[0], args[2], event)  # would let a later write reach it
+            self.before_entry_change(args[1], args[3], event)
+        elif event == "os.symlink":  # (src, dst, dir_fd): only the new entry changes a folder
+            self.before_entry_change(args[1], args[2], event)
+
+
+def _bytecode_cache(path: str) -> bool:
+    """importlib caching bytecode beside a module reached through a link: refused quietly, not the script's."""
+    parent, name = os.path.split(path)
+    return name == "__pycache__" or (os.path.basename(parent) == "__pycache__" and ".pyc" in name)
 
 
 def _wrap_path_writer(owner, name: str, sandbox: Sandbox, path_arg: int = 0) -> None:
