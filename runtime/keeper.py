@@ -3,8 +3,8 @@
 - The lower half runs the script, confined (isolation.py: Landlock) and watched (writewatch.py).
 - The upper half, the keeper, stays outside the sandbox: it answers the write watch, adopts every
   process the run orphans (a child subreaper: a daemon that setsids and double-forks lands here, not at
-  init), forwards SIGTERM to the run (the parent's timeout, torchrun), and when the run ends it kills
-  whatever is left below it, then exits with the run's exit code.
+  init), forwards SIGTERM to the run (the parent's timeout, torchrun), and when the run ends (or its
+  own parent dies) it kills whatever is left below it, then exits with the run's exit code.
 
 The keeper is the run's ancestor, which is what reading its memory needs where Yama restricts ptrace.
 """
@@ -101,7 +101,7 @@ def _keep(run: int, channel: socket.socket, private: str, orig_root: str, record
                                      isolation.writable(private), landlocked, record_to)
     except (OSError, ValueError):
         pass
-    status = _supervise(run, listener, watch)
+    status = _supervise(run, listener, watch, os.getppid())
     proctree.kill_family(os.getpid(), include_root=False)
     _reap_all()
     code = os.waitstatus_to_exitcode(status)
@@ -115,8 +115,9 @@ def _forward(run: int) -> None:
         pass
 
 
-def _supervise(run: int, listener: int | None, watch: writewatch.Watch | None) -> int:
-    """Answer the watch until the run exits; its wait status."""
+def _supervise(run: int, listener: int | None, watch: writewatch.Watch | None, parent: int) -> int:
+    """Answer the watch until the run exits; its wait status. Should the parent die (verify killed
+    outright, torchrun gone), the run and all below it are ended: nobody is left to stop them."""
     poller = select.poll()
     if listener is not None:
         poller.register(listener, select.POLLIN)
@@ -134,6 +135,8 @@ def _supervise(run: int, listener: int | None, watch: writewatch.Watch | None) -
         status = _reaped(run)
         if status is not None:
             return status
+        if os.getppid() != parent:
+            proctree.kill_family(os.getpid(), include_root=False)
 
 
 def _reaped(run: int) -> int | None:

@@ -134,7 +134,7 @@ def test_a_confined_process_cannot_change_the_user_s_folder_and_every_attempt_is
     assert any(w["place"] == "elsewhere" and w["path"].endswith("elsewhere.txt") for w in named)
 
 
-def test_the_filter_only_sends_calls_that_can_change_a_file():
+def test_the_filter_program_fits_the_bpf_jumps():
     from cpu2gpu.runtime import writewatch
 
     try:

@@ -173,6 +173,23 @@ def test_a_signal_to_verify_ends_every_process_of_the_run(project, marker, tmp_p
     assert os.listdir(tmp) == []  # the run's copy and temporary folder are gone too
 
 
+@pytest.mark.slow
+def test_verify_killed_outright_still_leaves_no_process_running(project, marker, tmp_path):
+    """SIGKILL gives verify no time to clean: each run's keeper sees its parent gone and ends the run
+    and all below it (the temporary folder stays: nobody is left to remove it)."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = _verify_cli(project, tmp, ["leaves_a_daemon.py", marker, "hang", "--device", "cpu"])
+    try:
+        wait_for_daemon(marker, proc)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=EXIT_WAIT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert left_over(marker) == []
+
+
 @pytest.mark.slow  # torchrun with 2 ranks
 def test_a_signal_ends_torchrun_its_ranks_and_a_rank_s_daemon(project, marker, tmp_path):
     pytest.importorskip("torch.distributed")
