@@ -5,67 +5,50 @@ What it does:
 - Diagnostics for every open Python file, Jupyter notebook (LSP 3.17 notebook documents: one set
   of diagnostics per code cell, the cells checked as one program) and ``.ipynb`` file opened as
   text (the findings placed on the JSON strings that hold the code). They are computed after the
-  user stops typing for ``DEBOUNCE_S`` seconds (didOpen, didChange, didSave), on one worker thread;
-  a newer change supersedes an analysis that is waiting or running (its result is dropped). A save
-  re-checks every open document: the project around a file may have changed.
+  user stops typing for ``DEBOUNCE_S`` seconds (didOpen, didChange, didSave), each document in a
+  worker process of its own (``workers.py``, ``diagnose.py``), so that a big file holds up neither
+  the protocol nor the other documents; a newer change cancels an analysis that is waiting or
+  running (its process is killed). A save re-checks every open document: the project around a file
+  may have changed.
 - Each finding reads the settings of the file's pyproject.toml (``[tool.cpu2gpu]``) and the project
   around it (``project/projectset.py``), from the disk, with the editor's texts of the open files.
 - Code actions: each fix as a ``quickfix`` (that one finding's fix, and the device setup it needs;
   the safe ones preferred, the unsafe ones titled "(unsafe)"), and ``source.fixAll.cpu2gpu``: every
   fix that ``cpu2gpu rewrite`` applies (the safe ones, unless ``unsafe-fixes = true``).
   A ``.ipynb`` opened as text gets the fix-all action only.
+- The protocol keeps answering (``framing.py``, ``protocol.py``): a broken frame gets a parse error
+  and the next frame is read; a request whose params do not fit gets InvalidParams, one after
+  ``shutdown`` InvalidRequest; ``exit`` exits 0 after ``shutdown``, else 1; stdin closed ends the
+  server (and its workers) at once, in the middle of an analysis too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
+import logging
 import os
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
+import sys
+import threading
 from typing import Optional, Sequence
 
 from lsprotocol import types as lsp
+from pygls.io_ import StdinAsyncReader, StdoutWriter
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
-from pygls.workspace.position_codec import PositionCodec
 
 from .. import __version__
-from ..sources.config import ConfigError, Settings, apply_device_style, load_settings
-from ..analysis.torchfloor import StyleError
 from ..sources.syntax import python_lines
-from .documents import Report, analyse, analyse_ipynb, file_bytes, project_seeds_with
+from .diagnose import IPYNB_TEXT, NOTEBOOK, PYTHON, Outcome, Snapshot, compute, failed, fixes
+from .documents import file_bytes
+from .protocol import Cpu2gpuProtocol, serve
+from .workers import JobFailed, WorkerDied, Workers
 
-SOURCE = "cpu2gpu"
+logger = logging.getLogger(__name__)
+
 FIX_ALL_KIND = "source.fixAll.cpu2gpu"
 DEBOUNCE_S = float(os.environ.get("CPU2GPU_LSP_DEBOUNCE", "0.3"))
 _WAIT_FOR_ANALYSIS_S = 30.0  # a code action asked while the document is analysed waits this long at most
-
-PYTHON, NOTEBOOK, IPYNB_TEXT = "python", "notebook", "ipynb"
-
-
-@dataclass
-class Snapshot:
-    """What one analysis reads, taken on the event loop (the workspace is not thread-safe)."""
-
-    key: str  # the text document's URI, or the notebook's
-    kind: str
-    path: str
-    uris: list[str]  # the documents the texts are in: one, or the code cells'
-    versions: list[Optional[int]]
-    texts: list[str]
-    open_files: dict = field(default_factory=dict)  # other open Python files: path -> bytes
-    encoding: str = lsp.PositionEncodingKind.Utf16  # of the client's positions
-
-
-@dataclass
-class Outcome:
-    snapshot: Snapshot
-    report: Optional[Report] = None
-    problem: str = ""  # the settings cannot be read
-    diagnostics: dict = field(default_factory=dict)  # uri -> [Diagnostic]
-    owners: dict = field(default_factory=dict)  # id(diagnostic) -> index in report.located
 
 
 class Cpu2gpuServer(LanguageServer):
@@ -75,13 +58,36 @@ class Cpu2gpuServer(LanguageServer):
             notebook_document_sync=lsp.NotebookDocumentSyncOptions(
                 notebook_selector=[lsp.NotebookDocumentFilterWithCells(
                     cells=[lsp.NotebookCellLanguage(language="python")], notebook="*")],
-                save=True))
+                save=True),
+            protocol_cls=Cpu2gpuProtocol)
         self.debounce = debounce
-        # one worker: the engine keeps a small cache of recent sources that is not thread-safe
-        self.analysis_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cpu2gpu-analysis")
+        self.workers = Workers(preload=["cpu2gpu.lsp.diagnose"])
         self.generation: dict[str, int] = {}
         self.pending: dict[str, asyncio.Task] = {}
         self.outcomes: dict[str, Outcome] = {}
+
+    @property
+    def shut_down(self) -> bool:
+        return isinstance(self.protocol, Cpu2gpuProtocol) and self.protocol.shut_down
+
+    def serve_stdio(self) -> int:
+        """Serve over stdin and stdout until ``exit`` or the end of stdin; the exit status: 0 after
+        ``shutdown``, else 1 (as the LSP asks of ``exit``). The analyses under way are killed."""
+        assert isinstance(self.protocol, Cpu2gpuProtocol)
+        self._stop_event = threading.Event()  # (pygls's shutdown() sets it)
+        self.protocol.set_writer(StdoutWriter(sys.stdout.buffer))
+        status = None
+        try:
+            self.workers.prepare()
+            asyncio.run(serve(StdinAsyncReader(sys.stdin.buffer, self.thread_pool), self.protocol, self._stop_event))
+        except SystemExit as exit:  # pygls's ``exit`` handler, with the status the LSP asks for
+            status = exit.code if isinstance(exit.code, int) else 1
+        except BrokenPipeError:
+            logger.error("the client has gone (stdout is closed)")
+        finally:
+            self.workers.close()
+            self.shutdown()
+        return (0 if self.shut_down else 1) if status is None else status
 
     # -- which documents ---------------------------------------------------------------
 
@@ -128,7 +134,7 @@ class Cpu2gpuServer(LanguageServer):
         notebook = self.workspace.get_notebook_document(cell_uri=uri)
         return notebook.uri if notebook is not None else uri
 
-    # -- analysis: debounced, on the worker, the newest change wins ---------------------
+    # -- analysis: debounced, in a worker process, the newest change wins --------------
 
     def schedule(self, key: str, delay: Optional[float] = None) -> None:
         self.generation[key] = generation = self.generation.get(key, 0) + 1
@@ -144,7 +150,11 @@ class Cpu2gpuServer(LanguageServer):
         snapshot = self.snapshot(key)
         if snapshot is None:
             return
-        outcome = await asyncio.get_running_loop().run_in_executor(self.analysis_pool, compute, snapshot)
+        # a newer change cancels this task, and with it the worker's analysis (schedule, forget)
+        try:
+            outcome = await self.workers.run(compute, snapshot, affinity=key)
+        except (WorkerDied, JobFailed) as error:
+            outcome = failed(snapshot, (str(error).strip().splitlines() or [type(error).__name__])[-1])
         if self.generation.get(key) != generation:
             return  # superseded while it ran
         previous = self.outcomes.get(key)
@@ -199,92 +209,6 @@ class Cpu2gpuServer(LanguageServer):
         return lsp.WorkspaceEdit(changes={uri: [edit] for uri, _, edit in edits})
 
 
-def compute(snapshot: Snapshot) -> Outcome:
-    """The analysis of one snapshot, on the worker thread; never raises."""
-    outcome = Outcome(snapshot)
-    start = Path(snapshot.path) if os.path.isabs(snapshot.path) else Path.cwd()
-    try:
-        # the configured device style: the fixes offered are what `rewrite` would write
-        settings = apply_device_style(load_settings(start), None, start)
-    except (ConfigError, StyleError) as error:
-        outcome.problem = str(error)
-        outcome.diagnostics[snapshot.uris[0]] = [_problem(f"cpu2gpu: not checked: {error}", 0, 0, lsp.DiagnosticSeverity.Error)] \
-            if snapshot.uris else []
-        return outcome
-    try:
-        report = outcome.report = _report(snapshot, settings)
-    except Exception as error:  # a bug in the analysis must not take the server down
-        outcome.problem = f"{type(error).__name__}: {error}"
-        if snapshot.uris:
-            outcome.diagnostics[snapshot.uris[0]] = [_problem(
-                f"cpu2gpu: internal error, file not checked ({outcome.problem})", 0, 0, lsp.DiagnosticSeverity.Error)]
-        return outcome
-    _diagnose(outcome, report)
-    return outcome
-
-
-def _report(snapshot: Snapshot, settings: Settings) -> Report:
-    if snapshot.kind == NOTEBOOK:
-        return analyse(snapshot.path, snapshot.texts, settings, notebook=True)
-    if snapshot.kind == IPYNB_TEXT:
-        return analyse_ipynb(snapshot.path, snapshot.texts[0], settings)
-    text = snapshot.texts[0]
-    seeds, known = project_seeds_with(snapshot.path, file_bytes(text), snapshot.open_files) \
-        if os.path.isabs(snapshot.path) else (None, None)
-    if seeds is None:
-        return analyse(snapshot.path, [text], settings)
-    return analyse(snapshot.path, [text], settings, seeds=seeds, known=known)
-
-
-def _document_of(snapshot: Snapshot, report: Report, finding) -> Optional[int]:
-    """The index (in snapshot.uris) of the document a finding is in."""
-    if snapshot.kind == NOTEBOOK:
-        return finding.cell - 1 if finding.cell is not None and finding.cell - 1 < len(snapshot.uris) else None
-    return 0
-
-
-def _diagnose(outcome: Outcome, report: Report) -> None:
-    snapshot = outcome.snapshot
-    codec = PositionCodec(snapshot.encoding)
-    lines = [python_lines(text) for text in snapshot.texts]
-    for uri in snapshot.uris:
-        outcome.diagnostics[uri] = []
-    error = report.error
-    if error is not None:
-        index = (getattr(error, "cell", None) or 1) - 1 if snapshot.kind == NOTEBOOK else 0
-        if index < len(snapshot.uris):
-            line = max((error.line or 1) - 1, 0)
-            column = max((error.column or 1) - 1, 0)
-            start = codec.position_to_client_units(lines[index], lsp.Position(line, column))
-            outcome.diagnostics[snapshot.uris[index]].append(lsp.Diagnostic(
-                range=lsp.Range(start, start), message=f"cpu2gpu: not analysed: {error.message}",
-                severity=lsp.DiagnosticSeverity.Warning, source=SOURCE))
-        return
-    for number, item in enumerate(report.located):
-        finding = item.finding
-        index = _document_of(snapshot, report, finding)
-        if index is None:
-            continue
-        position = report.position(number)
-        if position is None:
-            continue
-        line, column, end_line, end_column = position
-        start = codec.position_to_client_units(lines[index], lsp.Position(line - 1, column - 1))
-        end = codec.position_to_client_units(lines[index], lsp.Position(end_line - 1, end_column - 1))
-        safety = item.fix_safety
-        message = finding.message + ({"safe": " (fix available)", "unsafe": " (unsafe fix available)"}.get(safety or "", ""))
-        diagnostic = lsp.Diagnostic(range=lsp.Range(start, end), message=message,
-                                    severity=lsp.DiagnosticSeverity.Warning, code=finding.code, source=SOURCE,
-                                    data={"name": finding.name, "fix": safety})
-        outcome.diagnostics[snapshot.uris[index]].append(diagnostic)
-        outcome.owners[id(diagnostic)] = number
-
-
-def _problem(message: str, line: int, column: int, severity: lsp.DiagnosticSeverity) -> lsp.Diagnostic:
-    position = lsp.Position(line, column)
-    return lsp.Diagnostic(range=lsp.Range(position, position), message=message, severity=severity, source=SOURCE)
-
-
 def text_edit(codec, old: str, new: str) -> lsp.TextEdit:
     """One edit that turns ``old`` into ``new``: the whole lines between their common start and end."""
     prefix = 0
@@ -322,6 +246,10 @@ def _position(codec, lines: list[str], starts: list[int], offset: int) -> lsp.Po
 
 def build_server(debounce: float = DEBOUNCE_S) -> Cpu2gpuServer:
     server = Cpu2gpuServer(debounce)
+
+    @server.feature(lsp.INITIALIZED)
+    def initialized(ls: Cpu2gpuServer, params: lsp.InitializedParams) -> None:
+        ls.workers.warm()  # the first worker starts (and imports the analysis) before the first document
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: Cpu2gpuServer, params: lsp.DidOpenTextDocumentParams) -> None:
@@ -363,47 +291,47 @@ def build_server(debounce: float = DEBOUNCE_S) -> Cpu2gpuServer:
         code_action_kinds=[lsp.CodeActionKind.QuickFix, FIX_ALL_KIND]))
     async def code_action(ls: Cpu2gpuServer, params: lsp.CodeActionParams) -> Optional[list[lsp.CodeAction]]:
         outcome = await ls.current(params.text_document.uri)
-        if outcome is None or outcome.report is None:
+        if outcome is None or not outcome.analysed:
             return None
         only = params.context.only
         wants_fixes = not only or any(lsp.CodeActionKind.QuickFix.value.startswith(kind) for kind in only)
         wants_all = not only or any(FIX_ALL_KIND.startswith(kind) for kind in only)
         wanted = []
         if wants_fixes:
-            for diagnostic in outcome.diagnostics.get(params.text_document.uri, []):
-                number = outcome.owners.get(id(diagnostic))
+            uri = params.text_document.uri
+            for diagnostic, number in zip(outcome.diagnostics.get(uri, []), outcome.numbers.get(uri, [])):
                 if number is not None and _overlaps(diagnostic.range, params.range) \
-                        and outcome.report.located[number].fix_safety is not None:
+                        and outcome.findings[number].safety is not None:
                     wanted.append((number, diagnostic))
         if not wanted and not wants_all:
             return None
-        fixes = await asyncio.get_running_loop().run_in_executor(
-            ls.analysis_pool, _fixed_texts, outcome.report, [number for number, _ in wanted], wants_all)
+        try:  # on the worker that analysed the document, where it can (its report is kept there)
+            texts, all_texts = await ls.workers.run(fixes, outcome.snapshot, [number for number, _ in wanted], wants_all,
+                                                    affinity=outcome.snapshot.key)
+        except (WorkerDied, JobFailed) as error:
+            logger.error("no fixes for %s: %s", params.text_document.uri, error)
+            return None
         actions = []
-        for (number, diagnostic), texts in zip(wanted, fixes[0]):
-            edit = ls.workspace_edit(outcome.snapshot, texts) if texts is not None else None
+        for (number, diagnostic), fixed in zip(wanted, texts):
+            edit = ls.workspace_edit(outcome.snapshot, fixed) if fixed is not None else None
             if edit is None:
                 continue
-            item = outcome.report.located[number]
-            safe = item.fix_safety == "safe"
-            what = item.fix_description or item.finding.name
+            item = outcome.findings[number]
+            safe = item.safety == "safe"
+            what = item.description or item.name
             actions.append(lsp.CodeAction(
-                title=f"Fix {item.finding.code}: {what}" + ("" if safe else " (unsafe)"),
+                title=f"Fix {item.code}: {what}" + ("" if safe else " (unsafe)"),
                 kind=lsp.CodeActionKind.QuickFix, diagnostics=[diagnostic], is_preferred=safe, edit=edit))
-        if fixes[1] is not None:
-            edit = ls.workspace_edit(outcome.snapshot, fixes[1])
+        if all_texts is not None:
+            edit = ls.workspace_edit(outcome.snapshot, all_texts)
             if edit is not None:
-                unsafe = outcome.report.settings.unsafe_fixes
+                unsafe = outcome.unsafe_fixes
                 actions.append(lsp.CodeAction(
                     title="cpu2gpu: fix all" + (" (safe and unsafe fixes)" if unsafe else " (safe fixes)"),
                     kind=FIX_ALL_KIND, edit=edit))
         return actions
 
     return server
-
-
-def _fixed_texts(report: Report, numbers: Sequence[int], fix_all: bool):
-    return [report.fixed(number) for number in numbers], report.fixed_all() if fix_all else None
 
 
 def _overlaps(a: lsp.Range, b: lsp.Range) -> bool:
@@ -414,4 +342,4 @@ def _overlaps(a: lsp.Range, b: lsp.Range) -> bool:
 
 
 def main() -> None:
-    build_server().start_io()
+    sys.exit(build_server().serve_stdio())
