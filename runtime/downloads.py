@@ -12,6 +12,7 @@ until a run has failed.
 
 from __future__ import annotations
 
+import os
 import re
 import types
 
@@ -117,11 +118,31 @@ def _reason(e: BaseException) -> str:
     return text.splitlines()[0][:200] if text else type(e).__name__
 
 
+def _refused_save(chain: list[BaseException]) -> dict | None:
+    """A download refused its place in a cache outside the run's folder (``~/.cache/torch/hub``:
+    the isolation lets the run write only in its own copy), raised while a frame was fetching a URL.
+    Offline it would have failed anyway; either way it shows nothing about the migration."""
+    for e in chain:
+        if isinstance(e, PermissionError):
+            target = next((found for found in map(_from_frame, _frames(e)) if found), None)
+            if target is not None:
+                where = getattr(e, "filename", None)
+                # the folder, not a partial file's random name
+                where = "its cache" if not where else where if os.path.isdir(where) else os.path.dirname(where)
+                return {"path": target, "is_path": False, "download": True,
+                        "what": f"the download could not be saved: {where} is outside the run's copy "
+                                f"(fetch it once before verify)"}
+    return None
+
+
 def find(exc: BaseException) -> dict | None:
     """What the failed run tried to fetch: {"path", "what", "is_path", "download"}, or None when it
     failed for another reason."""
     chain = _chain(exc)
     outer = chain[0]
+    refused = _refused_save(chain)
+    if refused is not None:
+        return refused
     kinds = [(e, _kind(e)) for e in chain]
     net = next(((e, k) for e, k in kinds if k), None)
     if net is None:

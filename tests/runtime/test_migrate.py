@@ -100,8 +100,9 @@ def test_a_plain_tensor_attribute_becomes_a_buffer(tmp_path):
 
 @pytest.mark.slow
 def test_silent_cpu_training_moves_the_module_and_then_its_inputs(tmp_path):
-    """The model comes from getattr(zoo, "tiny")(8): the static pass sees no module, the sim run
-    trains on the CPU without an error; verify's audit is the evidence."""
+    """The model comes from getattr(zoo, "tiny")(8), and zoo also has a function that makes a list:
+    the static pass cannot tell a module and stays quiet, the sim run trains on the CPU without an
+    error; verify's audit is the evidence."""
     folder = _copy("silent_cpu", tmp_path)
     result = _migrate(folder, "fit.py")
     assert result["rounds"][0]["files"] == []

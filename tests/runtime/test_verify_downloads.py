@@ -73,6 +73,26 @@ def test_a_librarys_own_error_after_its_fetch_failed_is_a_download():
     assert downloads.find(_raised(download))["path"] == "http://127.0.0.1:9/mnist/train-images-idx3-ubyte.gz"
 
 
+def test_a_download_whose_cache_the_isolation_refuses_is_a_download(tmp_path):
+    """Landlock refuses ~/.cache/torch/hub: the fetch's frame names the URL it was saving."""
+    cache = tmp_path / "hub"
+    cache.mkdir()
+
+    def fetch(url="http://127.0.0.1:9/checkpoints/w.pth"):
+        raise PermissionError(13, "Permission denied", str(cache / "w.pth.0a1b.partial"))
+
+    found = downloads.find(_raised(fetch))
+    assert found["path"] == "http://127.0.0.1:9/checkpoints/w.pth" and found["download"]
+    assert f"{cache} is outside the run's copy" in found["what"]
+
+
+def test_a_refused_write_with_no_fetch_is_not_a_download(tmp_path):
+    def save(path=str(tmp_path / "out.txt")):
+        raise PermissionError(13, "Permission denied", path)
+
+    assert downloads.find(_raised(save)) is None
+
+
 def test_a_bug_in_the_fallback_of_a_failed_fetch_is_not_a_download():
     def fallback():
         try:
