@@ -30,8 +30,8 @@ import torch
 torch.set_num_threads(1)
 script, traced = sys.argv[1], sys.argv[2] == "1"
 folder = os.path.dirname(os.path.realpath(script)) + os.sep
-from cpu2gpu.runtime import usercode
-from cpu2gpu.runtime.linetrace import Lines
+from cpu2gpu.runtime.tracing import usercode
+from cpu2gpu.runtime.tracing.linetrace import Lines
 is_user = lambda f: os.path.realpath(f).startswith(folder)
 lines = Lines(is_user)
 sys.argv = [script]

@@ -251,11 +251,11 @@ import runpy, sys, types
 import torch
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
-import cpu2gpu.runtime as runtime
-stand_in = types.ModuleType("cpu2gpu.runtime.sim")
+import cpu2gpu.runtime.device as device
+stand_in = types.ModuleType("cpu2gpu.runtime.device.sim")
 stand_in.install = lambda *args, **kwargs: None
 stand_in.rng_draws = lambda: 0
-sys.modules["cpu2gpu.runtime.sim"] = runtime.sim = stand_in
+sys.modules["cpu2gpu.runtime.device.sim"] = device.sim = stand_in
 sys.argv = [sys.argv[1]]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
@@ -304,7 +304,7 @@ def semantics() -> Item:
 
 
 def _gpu_rtol() -> float:
-    from cpu2gpu.runtime.compare import RTOL
+    from cpu2gpu.runtime.judge.compare import RTOL
 
     return RTOL["cuda"]
 
@@ -384,9 +384,9 @@ def distributed(folder: Path, script: str, original: str) -> Item:
     """One rank under torchrun: nccl on the GPU (gloo on the CPU in sim mode). verify's CLI takes
     --nproc 2 or more, so the runs are composed from verify's own parts, as verify composes them."""
     def go(ctx: Context) -> dict:
-        from cpu2gpu.runtime import distributed as ddp
-        from cpu2gpu.runtime.runner import RunSpec, run
-        from cpu2gpu.runtime.verify import judge
+        from cpu2gpu.runtime.judge import distributed as ddp
+        from cpu2gpu.runtime.judge.runner import RunSpec, run
+        from cpu2gpu.runtime.judge.verify import judge
 
         mode = "cuda" if ctx.device == "cuda" else "cpu"
         specs = [RunSpec("original (cpu)", "original", str(folder / original), "cpu", []),

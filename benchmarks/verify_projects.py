@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "runtime"
 
 from test_projects_verify import PROJECTS, migrate  # noqa: E402
 
-from cpu2gpu.runtime.verify import verify  # noqa: E402
+from cpu2gpu.runtime.judge.verify import verify  # noqa: E402
 
 DEVICE = sys.argv[1] if len(sys.argv) > 1 else "sim"
 ENTRIES = {"src_layout": ["run.py"], "two_entries": ["train_a.py", "train_b.py"]}

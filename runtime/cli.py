@@ -85,10 +85,10 @@ def verify(script, script_args, against, device, max_steps, timeout, seed, rtol,
 
     import sys
 
-    from . import progressview
-    from .reaper import guard
-    from .report import to_json, to_text
-    from .verify import VerifyError, verify as run_verify
+    from .report import progressview
+    from .sandbox.reaper import guard
+    from .report.report import to_json, to_text
+    from .judge.verify import VerifyError, verify as run_verify
 
     view = progressview.choose(sys.stderr, quiet=quiet, force=force_progress, show_output=show_output)
     try:
@@ -102,7 +102,7 @@ def verify(script, script_args, against, device, max_steps, timeout, seed, rtol,
         raise SystemExit(2)
     click.echo(to_json(report) if output_format == "json" else to_text(report))
     if report_path:
-        from .htmlreport import to_html
+        from .report.htmlreport import to_html
 
         try:
             with open(report_path, "w", encoding="utf-8") as f:
@@ -150,10 +150,10 @@ def migrate(script, script_args, in_place, write_unproven, device, max_steps, ma
         raise SystemExit(2)
     import sys
 
-    from .migrate import EXIT_CANNOT_RUN, EXIT_ERROR, EXIT_PROVEN, EXIT_UNPROVEN, migrate as run_migrate
-    from .migratereport import to_json, to_text, write_files
-    from .reaper import guard
-    from .verify import VerifyError
+    from .judge.migrate import EXIT_CANNOT_RUN, EXIT_ERROR, EXIT_PROVEN, EXIT_UNPROVEN, migrate as run_migrate
+    from .report.migratereport import to_json, to_text, write_files
+    from .sandbox.reaper import guard
+    from .judge.verify import VerifyError
 
     say = None if quiet or not sys.stderr.isatty() else (lambda line: click.echo(line, err=True))
     try:
@@ -171,7 +171,7 @@ def migrate(script, script_args, in_place, write_unproven, device, max_steps, ma
     for error in errors:
         click.echo(f"error: {error}", err=True)
     if report_path:
-        from .htmlreport import to_html
+        from .report.htmlreport import to_html
 
         try:
             with open(report_path, "w", encoding="utf-8") as f:

@@ -1,18 +1,40 @@
-"""The package's layout: its layers import one way, from the interface down, and no modules import
-each other in a circle (an import cycle makes a module's import order matter and hides layering
-mistakes). Read from the source with ``ast``: nothing is imported."""
+"""The layout of both halves: in each, the layers import one way, from the interface down, and no
+modules import each other in a circle (an import cycle makes a module's import order matter and
+hides layering mistakes). Read from the source with ``ast``: nothing is imported.
+
+- ``cpu2gpu/``, the static half: its top-level imports (an import inside a function runs later and is
+  how a layer reaches up on purpose, e.g. the lazy CLI).
+- ``runtime/``, installed as ``cpu2gpu.runtime``: every import, at the top or inside a function (most
+  of its imports wait for torch or for the child's isolation, so a lazy one counts as much).
+"""
 
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "cpu2gpu"
+ROOT = Path(__file__).resolve().parent.parent
 
-# The layers of cpu2gpu/, top first: a module may import from its own layer and the layers below.
-LAYERS = [
+
+@dataclass(frozen=True)
+class Half:
+    folder: Path
+    dotted: str  # the import name of the folder
+    layers: list  # top first: a module may import from its own layer and the layers below
+    lazy_counts: bool  # whether imports inside functions count
+    top_level: tuple  # the only modules directly in the folder
+
+    def unit(self, module: str) -> str:
+        """The part of the half a module belongs to (a subpackage, or a module of the top)."""
+        depth = len(self.dotted.split("."))
+        parts = module.split(".")
+        return parts[depth] if len(parts) > depth else "__init__"
+
+
+STATIC = Half(ROOT / "cpu2gpu", "cpu2gpu", [
     {"cli", "lsp", "__main__"},  # the interface
     {"runs"},  # runs over many files: targets, workers, the cache, progress
     {"project"},  # the project layer: what files say about each other
@@ -25,39 +47,67 @@ LAYERS = [
     {"distributed"},  # the DDP migration
     {"rewrite"},  # fixes as edits, and applying them
     {"analysis"},  # the one walk and its facts
-]
+], lazy_counts=False, top_level=("__init__", "__main__", "cli", "engine"))
+
+RUNTIME = Half(ROOT / "runtime", "cpu2gpu.runtime", [
+    {"cli", "__main__"},  # the interface: verify and migrate, and the child's entry point
+    {"report"},  # text, HTML, JSON, cap, DDP and migrate reports, the progress view
+    {"judge"},  # starting runs, comparing them, DDP, migrate's rounds
+    {"child"},  # the instrumented run of the user's script
+    {"standins"},  # stand-ins for data and packages (--synthetic-data)
+    {"steps"},  # telling, capping and counting training steps
+    {"tracing"},  # the user's code as it runs: its files, its lines, its progress
+    {"causes"},  # from an exception or an event to a cause and a rule
+    {"sandbox"},  # what the run may write, and that nothing of it lives on
+    {"device"},  # the simulated CUDA and Apple devices
+    {"records", "__init__"},  # the typed records every room reads
+], lazy_counts=True, top_level=("__init__", "__main__", "cli", "records"))
+
+HALVES = {"cpu2gpu": STATIC, "runtime": RUNTIME}
 
 
-def _unit(module: str) -> str:
-    """The top-level part of cpu2gpu a module belongs to (a subpackage, or a module of the top)."""
-    return module.split(".")[1] if "." in module else "__init__"
+def _is_module(half: Half, dotted: str) -> bool:
+    path = half.folder.joinpath(*dotted.split(".")[len(half.dotted.split(".")):])
+    return path.with_suffix(".py").exists() or path.is_dir()
 
 
-def _imports() -> dict[str, set[str]]:
-    """Module -> the cpu2gpu modules it imports at its top level (not the imports inside functions,
-    which run later and are how a layer reaches up on purpose, e.g. the lazy CLI)."""
+def _statements(tree: ast.Module, lazy: bool):
+    """The import statements to count: the module's top level (not under its ``if``s), or every one
+    (not under ``if TYPE_CHECKING:``, which is for the type checker only)."""
+    if not lazy:
+        yield from (node for node in tree.body if not isinstance(node, ast.If))
+        return
+    stack: list[ast.AST] = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _imports(half: Half) -> dict[str, set[str]]:
+    """Module -> the modules of the same half it imports."""
     graph: dict[str, set[str]] = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    for path in half.folder.rglob("*.py"):
+        parts = (*half.dotted.split("."), *path.relative_to(half.folder).with_suffix("").parts)
         is_package = parts[-1] == "__init__"
         module = ".".join(parts[:-1] if is_package else parts)
         package = module if is_package else module.rsplit(".", 1)[0]
         found = graph.setdefault(module, set())
-        for node in ast.parse(path.read_text()).body:
-            if isinstance(node, ast.If):  # `if TYPE_CHECKING:` blocks are for the type checker only
-                continue
+        for node in _statements(ast.parse(path.read_text()), half.lazy_counts):
             if isinstance(node, ast.ImportFrom):
                 base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
                 target = ".".join([*base, node.module] if node.module else base)
-                if not target.startswith("cpu2gpu"):
+                if not target.startswith(half.dotted):
                     continue
                 for alias in node.names:
                     sub = f"{target}.{alias.name}"
-                    is_module = (PACKAGE.parent / Path(*sub.split("."))).with_suffix(".py").exists() \
-                        or (PACKAGE.parent / Path(*sub.split("."))).is_dir()
-                    found.add(sub if is_module else target)
+                    found.add(sub if _is_module(half, sub) else target)
             elif isinstance(node, ast.Import):
-                found.update(a.name for a in node.names if a.name.startswith("cpu2gpu"))
+                found.update(a.name for a in node.names if a.name.startswith(half.dotted))
+    if half is STATIC:  # the runtime is the other half, not a part of this one
+        graph = {m: {t for t in ts if not t.startswith(RUNTIME.dotted)} for m, ts in graph.items()}
     return graph
 
 
@@ -88,25 +138,38 @@ def _cycle(graph: dict[str, set[str]]) -> list[str]:
     return []
 
 
-def test_no_module_imports_itself_round_a_circle():
-    assert _cycle(_imports()) == []
+@pytest.mark.parametrize("name", HALVES)
+def test_no_module_imports_itself_round_a_circle(name):
+    assert _cycle(_imports(HALVES[name])) == []
 
 
-def test_the_layers_import_one_way_from_the_interface_down():
-    rank = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
+@pytest.mark.parametrize("name", HALVES)
+def test_the_layers_import_one_way_from_the_interface_down(name):
+    half = HALVES[name]
+    rank = {unit: i for i, layer in enumerate(half.layers) for unit in layer}
     wrong = []
-    for module, targets in sorted(_imports().items()):
+    for module, targets in sorted(_imports(half).items()):
         for target in sorted(targets):
-            if target != "cpu2gpu" and rank[_unit(target)] < rank[_unit(module)]:
+            if target != half.dotted and rank[half.unit(target)] < rank[half.unit(module)]:
                 wrong.append(f"{module} imports {target}, a layer above it")
     assert not wrong, "\n".join(wrong)
 
 
-@pytest.mark.parametrize("unit", sorted({_unit(m) for m in _imports()}))
-def test_every_part_of_the_package_has_its_layer(unit):
-    assert any(unit in layer for layer in LAYERS), f"cpu2gpu.{unit} is in no layer of LAYERS"
+@pytest.mark.parametrize("name,unit", sorted({(name, half.unit(m)) for name, half in HALVES.items()
+                                              for m in _imports(half)}))
+def test_every_part_of_the_package_has_its_layer(name, unit):
+    assert any(unit in layer for layer in HALVES[name].layers), f"{name}: {unit} is in no layer"
 
 
-def test_the_top_level_holds_only_the_entry_points():
-    top = sorted(p.stem for p in PACKAGE.glob("*.py"))
-    assert top == ["__init__", "__main__", "cli", "engine"], top
+@pytest.mark.parametrize("name", HALVES)
+def test_the_top_level_holds_only_the_entry_points(name):
+    half = HALVES[name]
+    top = sorted(p.stem for p in half.folder.glob("*.py"))
+    assert set(top) <= set(half.top_level), top
+
+
+def test_a_room_of_the_runtime_is_a_package_of_at_most_twelve_modules():
+    for room in (p for p in RUNTIME.folder.iterdir() if p.is_dir() and p.name != "__pycache__"):
+        modules = [p for p in room.glob("*.py") if p.name != "__init__.py"]
+        assert (room / "__init__.py").exists(), f"runtime/{room.name} has no __init__.py"
+        assert len(modules) <= 12, f"runtime/{room.name} holds {len(modules)} modules"

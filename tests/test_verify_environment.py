@@ -1,6 +1,6 @@
 """The environment verify gives its runs (runtime/environment.py): no torch needed."""
 
-from cpu2gpu.runtime.environment import child_environment
+from cpu2gpu.runtime.sandbox.environment import child_environment
 
 PARENT = {"PATH": "/usr/bin", "LANG": "C.UTF-8", "LC_ALL": "C", "HOME": "/home/me", "AWS_SECRET_ACCESS_KEY": "s3cr3t",
           "WANDB_API_KEY": "k", "WANDB_MODE": "offline", "LD_LIBRARY_PATH": "/usr/local/cuda/lib64",

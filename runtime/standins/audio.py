@@ -21,7 +21,7 @@ import torch
 from torch.utils.data import Dataset
 
 from . import synthdata as sd
-from ..needsdata import NeedsData
+from ..causes.needsdata import NeedsData
 
 SOURCE = "torchaudio.datasets"
 SPEECH_LABELS = ["backward", "bed", "bird", "cat", "dog", "down", "eight", "five", "follow", "forward", "four", "go",

@@ -21,7 +21,7 @@ import torch
 from torch.utils.data import Dataset
 
 from . import synthdata as sd
-from ..needsdata import NeedsData
+from ..causes.needsdata import NeedsData
 from .image import new_image
 
 SOURCE = "torchvision.datasets"

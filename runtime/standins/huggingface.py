@@ -17,7 +17,7 @@ import re
 from typing import Any, Optional
 
 from . import synthdata as sd
-from ..needsdata import NeedsData
+from ..causes.needsdata import NeedsData
 
 SOURCE = "datasets.load_dataset"
 LOCAL_BUILDERS = {"csv", "json", "text", "parquet", "arrow", "pandas", "imagefolder", "audiofolder",

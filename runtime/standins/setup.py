@@ -14,7 +14,8 @@ their own from the data set's name and split.
 
 from __future__ import annotations
 
-from .. import afterimport, needsdata
+from . import afterimport
+from ..causes import needsdata
 from . import synthdata
 
 

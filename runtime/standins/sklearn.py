@@ -15,7 +15,7 @@ import functools
 import torch
 
 from . import synthdata as sd
-from ..needsdata import NeedsData
+from ..causes.needsdata import NeedsData
 
 SOURCE = "sklearn.datasets"
 ROWS = sd.TRAIN_SAMPLES + sd.TEST_SAMPLES  # scripts split the one table themselves

@@ -22,7 +22,7 @@ import types
 from typing import Any
 
 from . import datasets as standin_datasets, functional as standin_functional, transforms as standin_transforms, vutils as standin_vutils
-from ..needsdata import NeedsData
+from ..causes.needsdata import NeedsData
 
 VERSION = "0.0.0+cpu2gpu.standin"
 PROVIDED = ("datasets", "transforms", "utils")

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cpu2gpu.runtime import sim
+from cpu2gpu.runtime.device import sim
 
 VOCAB, HIDDEN = 7, 6
 WORDS = [f"w{i}" for i in range(64)]  # index2word: read with a tensor as the index

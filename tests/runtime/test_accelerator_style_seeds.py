@@ -68,7 +68,7 @@ def test_style_fixtures_print_what_the_originals_print():
 def test_the_accelerator_style_fixture_trains_on_a_simulated_gpu_and_an_apple_one(device):
     """The accelerator-style migration (CG206's torch.accelerator calls included) passes verify against
     its original on the simulated CUDA device and on the simulated Apple GPU."""
-    from cpu2gpu.runtime.verify import verify
+    from cpu2gpu.runtime.judge.verify import verify
 
     from ..conftest import HANG_GUARD_S
 

@@ -36,7 +36,7 @@ import pytest
 pytest.importorskip("torch")
 
 import cpu2gpu  # noqa: E402
-from cpu2gpu.runtime.verify import verify  # noqa: E402
+from cpu2gpu.runtime.judge.verify import verify  # noqa: E402
 
 from ..conftest import HANG_GUARD_S  # noqa: E402
 

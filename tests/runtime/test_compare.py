@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from cpu2gpu.runtime.compare import batching_differs, compare, step_by_step, trend
+from cpu2gpu.runtime.judge.compare import batching_differs, compare, step_by_step, trend
 
 pytestmark = pytest.mark.runtime
 

@@ -29,7 +29,7 @@ from ..conftest import FIXTURES, HANG_GUARD_S
 pytest.importorskip("torch")
 
 import cpu2gpu  # noqa: E402
-from cpu2gpu.runtime.verify import verify  # noqa: E402
+from cpu2gpu.runtime.judge.verify import verify  # noqa: E402
 
 pytestmark = pytest.mark.runtime
 

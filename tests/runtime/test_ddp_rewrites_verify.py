@@ -14,8 +14,8 @@ from ..conftest import FIXTURES, HANG_GUARD_S
 
 pytest.importorskip("torch")
 
-from cpu2gpu.runtime.report import to_text  # noqa: E402
-from cpu2gpu.runtime.verify import verify  # noqa: E402
+from cpu2gpu.runtime.report.report import to_text  # noqa: E402
+from cpu2gpu.runtime.judge.verify import verify  # noqa: E402
 
 pytestmark = [pytest.mark.runtime, pytest.mark.slow]
 

@@ -14,9 +14,9 @@ import pytest
 
 pytest.importorskip("torch")
 
-from cpu2gpu.runtime.compare import RTOL  # noqa: E402
-from cpu2gpu.runtime.migrate import migrate  # noqa: E402
-from cpu2gpu.runtime.verify import verify  # noqa: E402
+from cpu2gpu.runtime.judge.compare import RTOL  # noqa: E402
+from cpu2gpu.runtime.judge.migrate import migrate  # noqa: E402
+from cpu2gpu.runtime.judge.verify import verify  # noqa: E402
 
 from ..conftest import FIXTURES, HANG_GUARD_S  # noqa: E402
 

@@ -26,7 +26,7 @@ PROBES = ["dirfd-write", "dirfd-unlink", "dirfd-rename", "mkdir", "symlink", "li
 
 
 def landlock_abi() -> int:
-    from cpu2gpu.runtime import landlock
+    from cpu2gpu.runtime.sandbox import landlock
 
     try:
         return landlock.abi()
@@ -68,7 +68,7 @@ def user_folder(fixtures_dir, tmp_path):
 
 DRIVER = r"""
 import ctypes, json, os, subprocess, sys
-from cpu2gpu.runtime import keeper
+from cpu2gpu.runtime.sandbox import keeper
 orig, private, record = sys.argv[1:4]
 isolation = keeper.split(private, orig, record)
 victim = os.path.join(orig, "victim.txt")
@@ -135,7 +135,7 @@ def test_a_confined_process_cannot_change_the_user_s_folder_and_every_attempt_is
 
 
 def test_the_filter_program_fits_the_bpf_jumps():
-    from cpu2gpu.runtime import writewatch
+    from cpu2gpu.runtime.sandbox import writewatch
 
     try:
         code = writewatch.program()
@@ -149,7 +149,7 @@ def test_the_filter_program_fits_the_bpf_jumps():
 
 def _verify(user_folder, probes, monkeypatch, isolation=None):
     pytest.importorskip("torch")
-    from cpu2gpu.runtime.verify import verify
+    from cpu2gpu.runtime.judge.verify import verify
 
     monkeypatch.setenv("CPU2GPU_TEST_ORIGINAL", str(user_folder))
     if isolation:
@@ -160,7 +160,7 @@ def _verify(user_folder, probes, monkeypatch, isolation=None):
 @pytest.mark.runtime
 @needs_landlock
 def test_every_probe_is_refused_named_and_fails_the_verdict(user_folder, monkeypatch):
-    from cpu2gpu.runtime.report import to_json, to_text
+    from cpu2gpu.runtime.report.report import to_json, to_text
 
     before = state(user_folder)
 
@@ -200,7 +200,7 @@ def test_each_probe_alone_fails_the_verdict(user_folder, monkeypatch, probe):
 @pytest.mark.slow
 def test_the_audit_hook_alone_says_so_and_fails_a_run_that_changed_the_folder(user_folder, monkeypatch):
     """Where the kernel cannot confine the run: a subprocess writes the user's file, and the parent finds it."""
-    from cpu2gpu.runtime.report import to_text
+    from cpu2gpu.runtime.report.report import to_text
 
     rep = _verify(user_folder, ["subprocess-append", "mkdir"], monkeypatch, isolation="audit-hook")
 

@@ -16,8 +16,8 @@ import pytest
 
 pytest.importorskip("torch")
 
-from cpu2gpu.runtime import migrate as migrate_module  # noqa: E402
-from cpu2gpu.runtime.migrate import migrate  # noqa: E402
+from cpu2gpu.runtime.judge import migrate as migrate_module  # noqa: E402
+from cpu2gpu.runtime.judge.migrate import migrate  # noqa: E402
 
 from ..conftest import HANG_GUARD_S  # noqa: E402
 
@@ -261,7 +261,7 @@ output, hidden = encoder(idx, hidden)
 def test_the_cause_names_the_operand_the_failing_op_received(tmp_path):
     """Both the hidden state and the indices are on the CPU where the encoder is called; the embedding
     fails first, on its indices: the cause names `idx`, not the `hidden` the line reads first."""
-    from cpu2gpu.runtime.verify import verify
+    from cpu2gpu.runtime.judge.verify import verify
 
     (tmp_path / "enc.py").write_text(EMBEDDING_AND_STATE)
     report = verify(str(tmp_path / "enc.py"), cwd=str(tmp_path), device="sim", timeout=HANG_GUARD_S)

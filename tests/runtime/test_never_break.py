@@ -19,7 +19,7 @@ from .test_corpus_scripts import _plain_batch
 
 pytest.importorskip("torch")
 
-from cpu2gpu.runtime.verify import verify  # noqa: E402
+from cpu2gpu.runtime.judge.verify import verify  # noqa: E402
 
 pytestmark = pytest.mark.runtime
 NEVER_BREAK = FIXTURES / "runtime" / "never_break"

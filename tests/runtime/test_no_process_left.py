@@ -23,8 +23,8 @@ from ..conftest import HANG_GUARD_S
 
 pytest.importorskip("torch")
 
-from cpu2gpu.runtime import runner  # noqa: E402
-from cpu2gpu.runtime.verify import verify  # noqa: E402
+from cpu2gpu.runtime.judge import runner  # noqa: E402
+from cpu2gpu.runtime.judge.verify import verify  # noqa: E402
 
 pytestmark = [pytest.mark.runtime,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc (Linux)")]

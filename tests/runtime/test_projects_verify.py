@@ -11,7 +11,7 @@ pytest.importorskip("torch")
 
 from cpu2gpu.project.projectset import project_seeds  # noqa: E402
 from cpu2gpu.engine import rewrite_data, select_rules  # noqa: E402
-from cpu2gpu.runtime.verify import verify  # noqa: E402
+from cpu2gpu.runtime.judge.verify import verify  # noqa: E402
 from cpu2gpu.analysis.seeds import NO_SEEDS  # noqa: E402
 
 from ..conftest import HANG_GUARD_S  # noqa: E402

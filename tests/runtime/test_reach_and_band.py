@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from cpu2gpu.runtime import compare, reach
+from cpu2gpu.runtime.judge import compare, reach
 
 ORIGINAL = """import torch
 model = Net()
@@ -105,7 +105,7 @@ def test_a_real_gpu_run_with_its_own_random_numbers_gets_a_paired_test():
 
 
 def test_the_band_is_the_relative_divergence_step_by_step():
-    band = pytest.importorskip("cpu2gpu.runtime.band")
+    band = pytest.importorskip("cpu2gpu.runtime.steps.band")
     assert band.measure([1.0, 2.0, 0.0], [1.0, 2.002, 0.0]) == [0.0, pytest.approx(0.002 / 2.002), 0.0]
     assert band.measure([float("nan")], [1.0]) == [math.inf]
 

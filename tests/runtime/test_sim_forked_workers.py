@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from cpu2gpu.runtime.verify import verify  # noqa: E402
+from cpu2gpu.runtime.judge.verify import verify  # noqa: E402
 
 from ..conftest import HANG_GUARD_S  # noqa: E402
 
@@ -42,7 +42,7 @@ def _torch_bad_fork_message() -> str:
 _FORKS = r"""
 import json, os, sys
 import torch
-from cpu2gpu.runtime import sim
+from cpu2gpu.runtime.device import sim
 
 sim.install()
 out = {}

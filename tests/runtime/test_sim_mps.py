@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from cpu2gpu.runtime.verify import VerifyError, accelerator_available, verify  # noqa: E402
+from cpu2gpu.runtime.judge.verify import VerifyError, accelerator_available, verify  # noqa: E402
 
 from ..conftest import HANG_GUARD_S  # noqa: E402
 

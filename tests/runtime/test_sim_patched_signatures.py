@@ -17,7 +17,7 @@ pytestmark = pytest.mark.runtime
 _SCRIPT = r"""
 import json
 import torch
-from cpu2gpu.runtime import sim
+from cpu2gpu.runtime.device import sim
 
 sim.install()
 out = {}
@@ -46,7 +46,7 @@ def test_set_default_device_takes_its_argument_by_keyword(tmp_path):
 
 _SCRIPTED = r"""
 import torch
-from cpu2gpu.runtime import sim
+from cpu2gpu.runtime.device import sim
 
 sim.install()
 import torch.distributed.optim  # scripts its functional optimizers at import

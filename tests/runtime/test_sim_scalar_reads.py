@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("hypothesis")
 
-from cpu2gpu.runtime.verify import verify  # noqa: E402
+from cpu2gpu.runtime.judge.verify import verify  # noqa: E402
 
 from ..conftest import HANG_GUARD_S, ROOT  # noqa: E402
 

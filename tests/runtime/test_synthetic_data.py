@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from cpu2gpu.runtime import needsdata
+from cpu2gpu.runtime.causes import needsdata
 
 pytestmark = pytest.mark.runtime
 HERE = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "runtime", "synthetic")
@@ -214,7 +214,7 @@ def test_the_real_torchvision_gets_its_data_sets_replaced(datasets):
 # --- through verify ------------------------------------------------------------------------
 
 def _verify(name, against=None, **kw):
-    from cpu2gpu.runtime.verify import verify
+    from cpu2gpu.runtime.judge.verify import verify
 
     kw.setdefault("timeout", TIMEOUT)
     kw.setdefault("jobs", 2)
@@ -241,7 +241,7 @@ def test_a_torchvision_mnist_script_passes_on_synthetic_data():
     assert original["synthetic"]["made"] == sim["synthetic"]["made"]
     made = {(m["dataset"], m["split"]): m["samples"] for m in original["synthetic"]["made"]}
     assert made == {("MNIST", "train"): 256, ("MNIST", "test"): 128}
-    from cpu2gpu.runtime.report import to_text
+    from cpu2gpu.runtime.report.report import to_text
 
     assert "torchvision.datasets.MNIST train: 256 samples" in to_text(rep)
 
@@ -249,7 +249,7 @@ def test_a_torchvision_mnist_script_passes_on_synthetic_data():
 @pytest.mark.slow
 def test_a_missing_data_file_gives_the_needs_data_verdict():
     pytest.importorskip("torch")
-    from cpu2gpu.runtime.report import to_json, to_text
+    from cpu2gpu.runtime.report.report import to_json, to_text
 
     rep = _verify("npy_migrated.py", "npy_original.py", device="sim", synthetic_data=True)
     assert rep["verdict"] == "needs-data"
@@ -267,7 +267,8 @@ def test_the_needs_data_verdict_has_its_own_exit_code(monkeypatch):
     pytest.importorskip("torch")
     from click.testing import CliRunner
 
-    from cpu2gpu.runtime import cli, verify
+    from cpu2gpu.runtime import cli
+    from cpu2gpu.runtime.judge import verify
 
     seen = {}
 
@@ -288,7 +289,7 @@ def test_the_needs_data_verdict_has_its_own_exit_code(monkeypatch):
 @pytest.mark.slow
 def test_without_the_flag_nothing_changes():
     pytest.importorskip("torch")
-    from cpu2gpu.runtime.report import to_json
+    from cpu2gpu.runtime.report.report import to_json
 
     reps = _all({
         "npy": (("npy_migrated.py", "npy_original.py"), {"device": "sim"}),

@@ -14,8 +14,8 @@ import pytest
 
 pytest.importorskip("torch")
 
-from cpu2gpu.runtime import runner  # noqa: E402
-from cpu2gpu.runtime.verify import verify  # noqa: E402
+from cpu2gpu.runtime.judge import runner  # noqa: E402
+from cpu2gpu.runtime.judge.verify import verify  # noqa: E402
 
 from ..conftest import HANG_GUARD_S  # noqa: E402
 

@@ -14,9 +14,9 @@ pytest.importorskip("torch")
 from click.testing import CliRunner  # noqa: E402
 
 from cpu2gpu.runtime.cli import verify as verify_cmd  # noqa: E402
-from cpu2gpu.runtime.report import to_json, to_text  # noqa: E402
-from cpu2gpu.runtime.stepcap import EVAL_BATCHES  # noqa: E402
-from cpu2gpu.runtime.verify import verify  # noqa: E402
+from cpu2gpu.runtime.report.report import to_json, to_text  # noqa: E402
+from cpu2gpu.runtime.steps.stepcap import EVAL_BATCHES  # noqa: E402
+from cpu2gpu.runtime.judge.verify import verify  # noqa: E402
 
 from ..conftest import HANG_GUARD_S  # noqa: E402
 

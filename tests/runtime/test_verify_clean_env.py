@@ -4,7 +4,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from cpu2gpu.runtime.verify import verify  # noqa: E402
+from cpu2gpu.runtime.judge.verify import verify  # noqa: E402
 
 pytestmark = [pytest.mark.runtime, pytest.mark.slow]
 

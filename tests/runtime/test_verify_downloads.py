@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from cpu2gpu.runtime import downloads, missingpkg
+from cpu2gpu.runtime.causes import downloads, missingpkg
 
 pytestmark = pytest.mark.runtime
 HERE = Path(__file__).resolve().parents[2] / "fixtures" / "runtime" / "downloads"

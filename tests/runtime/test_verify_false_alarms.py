@@ -8,8 +8,8 @@ import pytest
 
 pytest.importorskip("torch")
 
-from cpu2gpu.runtime.compare import step_by_step  # noqa: E402
-from cpu2gpu.runtime.verify import verify  # noqa: E402
+from cpu2gpu.runtime.judge.compare import step_by_step  # noqa: E402
+from cpu2gpu.runtime.judge.verify import verify  # noqa: E402
 from ..conftest import HANG_GUARD_S  # noqa: E402
 
 pytestmark = pytest.mark.runtime
@@ -282,7 +282,7 @@ def test_legacy_cuda_tensor_types_picked_by_availability(tmp_path):
 def test_a_cuda_api_missing_on_a_gpu_run_is_not_blamed_on_the_script(monkeypatch):
     import torch
 
-    from cpu2gpu.runtime import diagnose
+    from cpu2gpu.runtime.causes import diagnose
 
     class Recorder:
         def is_user_file(self, filename):
@@ -329,8 +329,8 @@ def test_a_step_between_forward_and_backward_raises_on_the_device_as_on_the_cpu(
 
 
 def test_an_op_the_simulator_cannot_run_is_its_limit_not_a_failed_migration(fixtures_dir):
-    from cpu2gpu.runtime.report import to_text
-    from cpu2gpu.runtime.verify import verify as run_verify
+    from cpu2gpu.runtime.report.report import to_text
+    from cpu2gpu.runtime.judge.verify import verify as run_verify
 
     report = run_verify(os.path.join(fixtures_dir, "sim_limit.py"), device="sim", cwd=fixtures_dir,
                         timeout=900)

@@ -10,10 +10,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from cpu2gpu.runtime.handgradients import losses_of  # noqa: E402
-from cpu2gpu.runtime.manualsteps import ManualSteps  # noqa: E402
-from cpu2gpu.runtime.updatesites import sites_of, target_key  # noqa: E402
-from cpu2gpu.runtime.verify import verify  # noqa: E402
+from cpu2gpu.runtime.steps.handgradients import losses_of  # noqa: E402
+from cpu2gpu.runtime.steps.manualsteps import ManualSteps  # noqa: E402
+from cpu2gpu.runtime.steps.updatesites import sites_of, target_key  # noqa: E402
+from cpu2gpu.runtime.judge.verify import verify  # noqa: E402
 
 from ..conftest import FIXTURES  # noqa: E402
 

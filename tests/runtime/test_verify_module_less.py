@@ -5,7 +5,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from cpu2gpu.runtime.verify import verify  # noqa: E402
+from cpu2gpu.runtime.judge.verify import verify  # noqa: E402
 
 from ..conftest import FIXTURES  # noqa: E402
 

@@ -16,10 +16,10 @@ pytest.importorskip("torch")
 
 from cpu2gpu.engine import select_rules  # noqa: E402
 from cpu2gpu.notebooks.cells import check_notebook, runnable_cells  # noqa: E402
-from cpu2gpu.runtime import notebookrun  # noqa: E402
-from cpu2gpu.runtime.report import to_json, to_text  # noqa: E402
-from cpu2gpu.runtime.runner import RunSpec  # noqa: E402
-from cpu2gpu.runtime.verify import VerifyError, judge, verify  # noqa: E402
+from cpu2gpu.runtime.child import notebookrun  # noqa: E402
+from cpu2gpu.runtime.report.report import to_json, to_text  # noqa: E402
+from cpu2gpu.runtime.judge.runner import RunSpec  # noqa: E402
+from cpu2gpu.runtime.judge.verify import VerifyError, judge, verify  # noqa: E402
 
 from ..conftest import HANG_GUARD_S  # noqa: E402
 

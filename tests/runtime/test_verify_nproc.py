@@ -12,10 +12,10 @@ import pytest
 
 pytest.importorskip("torch")
 
-from cpu2gpu.runtime import distributed  # noqa: E402
-from cpu2gpu.runtime.report import to_json, to_text  # noqa: E402
-from cpu2gpu.runtime.runner import RunSpec  # noqa: E402
-from cpu2gpu.runtime.verify import verify  # noqa: E402
+from cpu2gpu.runtime.judge import distributed  # noqa: E402
+from cpu2gpu.runtime.report.report import to_json, to_text  # noqa: E402
+from cpu2gpu.runtime.judge.runner import RunSpec  # noqa: E402
+from cpu2gpu.runtime.judge.verify import verify  # noqa: E402
 
 pytestmark = pytest.mark.runtime
 
@@ -117,7 +117,7 @@ def test_a_shuffling_sampler_is_held_to_the_trend_and_rtol_sets_its_tolerance(dd
     # Another order: the losses differ step by step, the end of the training agrees.
     assert c["max_rel_diff"] > 0.05 and c["tail_rel_diff"] <= 0.25 and c["same_direction"]
     # Judged anew with a tolerance below the difference: the same runs fail.
-    from cpu2gpu.runtime.verify import judge, plan
+    from cpu2gpu.runtime.judge.verify import judge, plan
 
     specs = plan("mlp_ddp.py", ["--shuffle"], "mlp_original.py", "cpu", False, 2)
     tight = judge(specs, rep["runs"], rtol=c["tail_rel_diff"] / 2)

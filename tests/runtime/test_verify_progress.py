@@ -10,8 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from cpu2gpu.runtime import progress, progressview
-from cpu2gpu.runtime.runner import RunSpec
+from cpu2gpu.runtime.tracing import progress
+from cpu2gpu.runtime.report import progressview
+from cpu2gpu.runtime.judge.runner import RunSpec
 
 from ..conftest import HANG_GUARD_S
 

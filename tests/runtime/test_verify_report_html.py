@@ -12,8 +12,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-from cpu2gpu.runtime.htmlreport import to_html
-from cpu2gpu.runtime.report import to_text
+from cpu2gpu.runtime.report.htmlreport import to_html
+from cpu2gpu.runtime.report.report import to_text
 
 from ..conftest import HANG_GUARD_S
 

@@ -29,7 +29,8 @@ import sys
 import time
 
 from . import compare as cmp
-from . import progress, proctree
+from ..tracing import progress
+from ..sandbox import proctree
 from .runner import RunSpec, Sandbox, _failed_result
 
 DEVICES = ("auto", "cpu", "cuda")  # --nproc runs on the CPU (gloo), or on N CUDA GPUs, one per rank

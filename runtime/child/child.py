@@ -152,17 +152,19 @@ def main(argv=None) -> int:
         from . import distributed_child
 
         distributed_child.prepare(opts)
-    from . import keeper
+    from ..sandbox import keeper
 
     # Before torch starts threads: the run is confined here, and its keeper stays outside (keeper.py).
     isolation_record = keeper.split(opts.private, opts.orig_root, opts.result + ".writes",
                                     kernel=opts.isolation != "audit-hook")
     import torch
 
-    from . import harness, sandbox
+    from . import harness
+    from ..sandbox import audithook
+    from ..steps.stepcap import StopRun
 
     if opts.mode in ("sim", "sim-mps"):
-        from . import sim
+        from ..device import sim
 
         sim.install("mps" if opts.mode == "sim-mps" else "cuda")
     elif opts.mode == "cpu":
@@ -174,7 +176,7 @@ def main(argv=None) -> int:
     rec = harness.Recorder(opts.workdir, opts.max_steps)
     harness.install(rec)
     if opts.perturb_last_bit:
-        from . import band
+        from ..steps import band
 
         band.install()
     device_choice = None
@@ -185,13 +187,13 @@ def main(argv=None) -> int:
         devicechoice.install(device_choice)
     progress_writer = None
     if opts.progress:
-        from . import progress
+        from ..tracing import progress
 
         progress_writer = progress.install(opts.progress, rec)
-    guard = sandbox.install(opts.workdir, opts.orig_root)
+    guard = audithook.install(opts.workdir, opts.orig_root)
     synthetic_setup = None
     if opts.synthetic_data:
-        from .standins import setup as synthetic
+        from ..standins import setup as synthetic
 
         synthetic_setup = synthetic.install()
     harness.stop_on_sigterm()
@@ -202,11 +204,11 @@ def main(argv=None) -> int:
     cuda_drew = harness.track_cuda_rng() if opts.mode == "cuda" else None
 
     script = os.path.abspath(opts.script)
-    from . import usercode
+    from ..tracing import usercode
 
     usercode.install(rec.is_user_file)  # the user's files compiled with the run's transforms
     if rec.cap is not None:
-        from . import cappedloops
+        from ..steps import cappedloops
 
         cappedloops.install(rec.cap)
     sys.argv = [opts.script] + list(opts.args)
@@ -223,7 +225,7 @@ def main(argv=None) -> int:
             namespace = notebookrun.run(script)
         else:
             namespace = usercode.run_script(script)
-    except harness.StopRun as e:
+    except StopRun as e:
         status = "max_steps"
         stop_reason = e.args[0] if e.args else None
         namespace = _script_globals(e.__traceback__, script)
@@ -247,7 +249,7 @@ def main(argv=None) -> int:
         else:
             missing_package = _missing_package(e, opts, exception)
         try:
-            from .diagnose import explain
+            from ..causes.diagnose import explain
 
             diagnosis = explain(e, tb, rec, display)
         except Exception as inner:
@@ -266,7 +268,7 @@ def main(argv=None) -> int:
     cuda_queries = 0
     mirrored_draws = 0
     if opts.mode in ("sim", "sim-mps"):
-        from . import sim
+        from ..device import sim
 
         device_rng = False  # the simulated device's draws come from the CPU generator (sim: mirrored)
         mirrored_draws = sim.mirrored()
@@ -325,7 +327,7 @@ def main(argv=None) -> int:
     if missing_package:
         result["missing_package"] = missing_package
     if synthetic_setup:
-        from .standins import setup as synthetic
+        from ..standins import setup as synthetic
 
         result["needs_data"] = needs_data
         result["synthetic"] = {"torchvision": synthetic_setup["torchvision"], "reason": synthetic_setup["reason"],
@@ -361,7 +363,7 @@ def _in_root(lines, display, workdir) -> dict:
 def _needs_data(exc, setup, opts, display, exception):
     """What the run was missing, as the user sees it, or None when it failed for another reason.
     A missing file counts under --synthetic-data only (`setup`); a failed download always does."""
-    from . import downloads, needsdata
+    from ..causes import downloads, needsdata
 
     found = needsdata.find(exc, setup["tracker"]) if setup else None
     if found is None:
@@ -381,7 +383,7 @@ def _needs_data(exc, setup, opts, display, exception):
 
 def _missing_package(exc, opts, exception) -> dict | None:
     """The package not installed here that the run imports, with the import's line, or None."""
-    from . import missingpkg
+    from ..causes import missingpkg
 
     found = missingpkg.find(exc, opts.workdir)
     if found is None:

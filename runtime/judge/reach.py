@@ -16,7 +16,7 @@ import ast
 import difflib
 import re
 
-from .notebookrun import CELL_SEP
+from ..child.notebookrun import CELL_SEP
 
 # A branch whose test names one of these picks code by the device found: not asked to run in both.
 _DEVICE_TEST = re.compile(r"cuda|device|gpu|accelerat|\bmps\b|xpu|is_available", re.IGNORECASE)

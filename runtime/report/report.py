@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import statistics
 
-from . import distributed_report, isolation
+from . import distributed_report
+from ..sandbox import isolation
 from .capreport import cap_lines
 
 

@@ -22,7 +22,7 @@ import ast
 import builtins
 import sys
 
-from . import usercode
+from ..tracing import usercode
 
 WRAPPER = "_cpu2gpu_capped"
 WHILE_GATE = "_cpu2gpu_while"

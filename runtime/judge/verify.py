@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from . import compare as cmp
 from . import distributed, reach
-from .notebookrun import is_notebook
+from ..child.notebookrun import is_notebook
 from .runner import RunSpec, run
 
 DEVICES = ("auto", "cuda", "cpu", "sim", "sim-mps", "mps", "xpu")
@@ -227,7 +227,7 @@ def _parts_by_rounding(report: dict) -> bool:
 def _measure_band(specs: list, results: list, run_one) -> dict | None:
     """Run the reference again with the last bit of every op's result perturbed (band.py); its divergence from the
     reference, step by step, is the band. None when there is no reference that ran."""
-    from . import band
+    from ..steps import band
 
     ref_spec = _reference_spec(specs)
     if ref_spec is None:

@@ -36,7 +36,14 @@ import sys
 import weakref
 from typing import NoReturn
 
-from .linetrace import Lines
+from ..tracing.linetrace import Lines
+
+
+class StopRun(BaseException):
+    """Raised when --max-steps cannot cap the training without ending the run
+    (see stepcap); its argument says why. A BaseException so that a script's
+    ``except Exception`` does not swallow it."""
+
 
 EVAL_BATCHES = 3
 # cappedloops' iterator's __next__ code: a DataLoader advanced from it belongs to the user's loop above
@@ -182,8 +189,6 @@ class StepCap:
     # -- steps -------------------------------------------------------------------
 
     def _stop(self, reason: str, frame) -> NoReturn:
-        from .harness import StopRun
-
         self.stopped_at = self.rec.user_location(frame)
         self.lines.stop()
         raise StopRun(reason)

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Callable
 import torch
 from torch.nn.utils.rnn import PackedSequence
 
-from .linetrace import Lines
+from ..tracing.linetrace import Lines
 
 if TYPE_CHECKING:
-    from .manualsteps import ManualSteps
-    from .stepcap import StepCap
+    from ..steps.manualsteps import ManualSteps
+    from ..steps.stepcap import StepCap
 
 
 _PACKS: dict = {}
@@ -42,12 +42,6 @@ def _packs_sequences(cls) -> bool:
 
 def _is_lengths(t) -> bool:
     return t.device.type == "cpu" and t.dim() == 1 and not t.is_floating_point()
-
-
-class StopRun(BaseException):
-    """Raised when --max-steps cannot cap the training without ending the run
-    (see stepcap); its argument says why. A BaseException so that a script's
-    ``except Exception`` does not swallow it."""
 
 
 class TimedOut(BaseException):
@@ -348,7 +342,7 @@ def install(rec: Recorder) -> None:
     register_module_forward_pre_hook(rec.pre_forward)
     register_module_forward_hook(rec.post_forward, always_call=True)
 
-    from . import manualsteps
+    from ..steps import manualsteps
 
     rec.manual = manualsteps.ManualSteps(rec.on_manual_step, lambda: bool(rec.optimizers_seen), rec.is_user_file)
     manualsteps.install(rec.manual)
@@ -356,7 +350,7 @@ def install(rec: Recorder) -> None:
     _note_loaders(rec)
     _unscale_losses(rec)
     if rec.max_steps is not None:
-        from . import stepcap
+        from ..steps import stepcap
 
         rec.cap = cap = stepcap.StepCap(rec, rec.max_steps)
         stepcap.install(cap)  # after _track_batches: its gate decides before a batch is noted

@@ -28,7 +28,7 @@ from cpu2gpu.notebooks.repairs import repair_cell
 from cpu2gpu.project.projectset import Project, find_root, project_seeds
 from cpu2gpu.analysis.seeds import NO_SEEDS
 
-from .notebookrun import CELL_SEP, is_notebook, program_file
+from ..child.notebookrun import CELL_SEP, is_notebook, program_file
 from .runner import choose_root, copy_tree
 from .verify import OK, VerifyError, verify
 

@@ -71,7 +71,7 @@ def compile_cells(path: str) -> list:
 
 def _compile(source: str, name: str):
     """A cell's code, compiled as a script's is: loops capped, lines recorded (usercode)."""
-    from . import usercode
+    from ..tracing import usercode
 
     return usercode.compile_user(source.encode("utf-8"), name)
 

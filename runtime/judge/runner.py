@@ -19,8 +19,9 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from . import folderstate, isolation, progress, proctree, reaper
-from .environment import child_environment
+from ..sandbox import folderstate, isolation, proctree, reaper
+from ..tracing import progress
+from ..sandbox.environment import child_environment
 
 # Folders a script does not read and that can be large.
 SKIP_DIRS = {

@@ -1,0 +1,1 @@
+"""The reports: text, HTML and JSON for verify, the cap, DDP and migrate reports, the progress view."""

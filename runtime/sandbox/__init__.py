@@ -1,0 +1,1 @@
+"""What a run may write, and that nothing of it lives on: Landlock, the write watch, the audit hook, the keeper."""
