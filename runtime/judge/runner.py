@@ -325,8 +325,10 @@ class Sandbox:
         if elsewhere:  # refused by the kernel, outside the user's folder: told, not judged
             result["refused_elsewhere"] = elsewhere
         tried = [r for r in refused if r.get("place") == "original"]
-        touched = changed_originals(self.linked)
         confined = (result.get("isolation") or {}).get("kind") == isolation.LANDLOCK
+        # Under Landlock the run could not write the user's folder, nor through the copy's links to it:
+        # a change found there is another program's (a shared folder, /tmp), told by the refusals above.
+        touched = [] if confined else changed_originals(self.linked)
         if not confined:  # nothing held the run but Python's hook: compare the whole folder
             touched = sorted(set(touched) | {os.path.join(self.root, p) for p in
                                              folderstate.changes(self.before, self.root, SKIP_DIRS, self.tmp)})
