@@ -120,8 +120,12 @@ def process(p: dict, standin, tool: list[str], a) -> dict:
     cpu, moves, _setup = sd.strip_files(orig)
     root = work / "run"
     M.write_tree(root, {**M.read_sources(p, "context"), **cpu}, checkout=True)
-    standin.make(root)
     env = run_env(p["name"], recipe)
+    sys.path.insert(0, str(site_for(p["name"], recipe.get("packages", []))))  # make() may write with them (h5py)
+    try:
+        standin.make(root)
+    finally:
+        sys.path.pop(0)
     rec["original"] = original_run(p, recipe, root, env, work, a.original_timeout)
     if rec["original"]["rc"] != 0:
         rec["class"] = "original-fails"
