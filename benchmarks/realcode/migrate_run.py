@@ -50,9 +50,10 @@ TAKEN = ("pass", "missed-move", "losses-differ")
 OK = ("ok", "max_steps")
 GROUPS = [("script/cpu", lambda r: r["format"] == "script" and r["kind"] == "cpu"),
           ("script/aware", lambda r: r["format"] == "script" and r["kind"] == "aware"),
-          ("script/stripped", lambda r: r["kind"] == "stripped"),
+          ("script/stripped", lambda r: r["format"] == "script" and r["kind"] == "stripped"),
           ("notebook/cpu", lambda r: r["format"] == "notebook" and r["kind"] == "cpu"),
           ("notebook/aware", lambda r: r["format"] == "notebook" and r["kind"] == "aware"),
+          ("notebook/stripped", lambda r: r["format"] == "notebook" and r["kind"] == "stripped"),
           ("**all**", lambda r: True)]
 
 
@@ -98,13 +99,13 @@ def summarise_migrate(res: dict, wall: float) -> dict:
     return out
 
 
-def run_migrate(tool: list[str], folder: Path, script: str, a) -> dict:
+def run_migrate(tool: list[str], folder: Path, script: str, a, path: list[str] | None = None) -> dict:
     cmd = tool + ["migrate", script, "--synthetic-data", "--max-steps", str(a.max_steps), "--timeout",
                   str(a.timeout), "--output-format", "json", "-q"]
     if a.max_rounds is not None:
         cmd += ["--max-rounds", str(a.max_rounds)]
     t0 = time.time()
-    res = R.run(cmd, folder, a.migrate_timeout, use_env=True)
+    res = R.run(cmd, folder, a.migrate_timeout, use_env=True, path=path)
     return summarise_migrate(res, time.time() - t0)
 
 
@@ -117,9 +118,10 @@ def process(e: dict, tool: list[str], a) -> dict:
     rec["orig_class"] = o.get("class")
     rec["orig_runs"] = o.get("class") == "ok"
     rec["orig_detail"] = "" if rec["orig_runs"] else (o.get("detail") or "")[:400]
-    rec["migrate"] = run_migrate(tool, orig, name, a)
+    path = R.entry_path(e, orig.parent)  # the entry's pythonpath folders (extras.json)
+    rec["migrate"] = run_migrate(tool, orig, name, a, path)
     if e["format"] == "notebook" and not a.notebooks:  # also the converted script run.py's verify ran
-        rec["migrate_py"] = run_migrate(tool, orig, Path(name).stem + ".py", a)
+        rec["migrate_py"] = run_migrate(tool, orig, Path(name).stem + ".py", a, path)
     return rec
 
 
@@ -273,7 +275,7 @@ def main(argv=None) -> int:
         return 0
     R.CPU2GPU = Path(a.tool)  # run.py's verify of the original and of the rewrite: the same executable
     tool = [a.tool]
-    manifest = json.loads((HERE / "manifest.json").read_text())["entries"]
+    manifest = R.load_manifest()  # manifest.json + extras.json (repo files, pythonpath, stripped notebooks)
     if a.notebooks:
         entries = [e for e in manifest if e["format"] == "notebook"]
     else:

@@ -6,7 +6,11 @@ For each entry (a script or a notebook of a public repository at a commit):
    files it imports (same folder: ``name.py`` or a package folder ``name/``); a ``stripped`` entry is the
    authors' file with its device code removed by ../realprojects/strip_device.py; a notebook is also
    converted to ``<stem>.py`` (code cells in order; IPython magics and ``!shell`` lines become ``pass``,
-   cell magics other than %%time/%%timeit/%%capture drop the cell, ``display()`` is a no-op);
+   cell magics other than %%time/%%timeit/%%capture drop the cell, ``display()`` is a no-op); a ``stripped``
+   notebook is the authors' notebook with the device code of its code cells removed (``strip_notebook``);
+   what a user who runs the file in a clone of its repository also has comes from extras.json (per entry:
+   ``repo_files``, the repository's own files it reads or imports; ``pythonpath``, repository folders put
+   on PYTHONPATH for the entry's runs);
 2. the ORIGINAL runs on the CPU: ``cpu2gpu verify ORIG --device cpu --max-steps N --synthetic-data
    --output-format json`` (cached by the hash of the files, so that a run with another engine does not
    redo it). An import of a package that is not installed (and that verify has no stand-in for) is
@@ -71,6 +75,40 @@ _trees: dict = {}
 
 
 # ------------------------------------------------------------------ sources
+def load_manifest() -> list[dict]:
+    """manifest.json's entries with extras.json's fields merged in (``repo_files``, ``pythonpath``), plus a
+    ``stripped`` entry (id + '#stripped') for each notebook that extras.json lists under ``stripped``."""
+    entries = json.loads((HERE / "manifest.json").read_text())["entries"]
+    xp = HERE / "extras.json"
+    if not xp.exists():
+        return entries
+    extras = json.loads(xp.read_text())
+    by_id = extras.get("entries", {})
+    out = []
+    for e in entries:
+        x = by_id.get(e["id"], {})
+        e = {**e, **{k: x[k] for k in ("repo_files", "pythonpath") if k in x}}
+        out.append(e)
+        if e["id"] in extras.get("stripped", []):
+            out.append({**e, "id": e["id"] + "#stripped", "kind": "stripped"})
+    return out
+
+
+def repo_files(e: dict) -> dict[str, bytes]:
+    """extras.json's ``repo_files`` of an entry (a file, or a folder: its files): repository path -> bytes."""
+    t = tree(e["repository"], e["commit"])
+    out = {}
+    for want in e.get("repo_files", []):
+        for p in sorted(p for p in t if p == want or p.startswith(want.rstrip("/") + "/")):
+            out[p] = show(e["repository"], e["commit"], p)
+    return out
+
+
+def entry_path(e: dict, work: Path) -> list[str]:
+    """The entry's ``pythonpath`` folders (materialised under <work>/repo) for PYTHONPATH."""
+    return [str((work / "repo" / f).resolve()) for f in e.get("pythonpath", [])]
+
+
 def show(repo: str, commit: str, path: str) -> bytes:
     g = measure.git_dir(repo)
     return subprocess.run(["git", "--git-dir", str(g), "show", f"{commit}:{path}"], capture_output=True,
@@ -149,6 +187,14 @@ def continuing(lines: list[str]) -> bool:
     return False
 
 
+def is_magic(line: str, kept: list[str]) -> bool:
+    """Whether a notebook line is an IPython magic / shell / help line (``kept``: the cell's lines before it)."""
+    s = line.lstrip()
+    if s.startswith(("%", "!", "?")) and continuing(kept):  # `% (a, b)` continuing a statement
+        return False
+    return bool(s.startswith(("%", "!")) or re.match(r"^[\w.]+\?\??$", s) or re.match(r"^[\w.]+\s*=\s*[!%]", s))
+
+
 def nb_to_py(text: str) -> str:
     parts = [PRELUDE]
     for i, src in enumerate(nb_cells(text), 1):
@@ -160,15 +206,47 @@ def nb_to_py(text: str) -> str:
         kept: list[str] = []
         for ln in lines:
             s = ln.lstrip()
-            ind = ln[:len(ln) - len(s)]
-            if s.startswith(("%", "!", "?")) and continuing(kept):  # `% (a, b)` continuing a statement
-                kept.append(ln)
-            elif s.startswith(("%", "!")) or re.match(r"^[\w.]+\?\??$", s) or re.match(r"^[\w.]+\s*=\s*[!%]", s):
-                kept.append(ind + "pass")
-            else:
-                kept.append(ln)
+            kept.append(ln[:len(ln) - len(s)] + "pass" if is_magic(ln, kept) else ln)
         parts.append(f"# cell {i}\n" + "\n".join(kept) + "\n")
     return "\n".join(parts)
+
+
+def strip_notebook(text: str) -> tuple[str, list[dict], list[dict]]:
+    """The notebook with the device code of its code cells removed by strip_device (one program: a device
+    variable set in one cell and used in another is one name), the rest of its JSON kept; cells the strip
+    does not change keep their source as it is. Magic / shell lines are kept out of the strip (a
+    placeholder statement stands in for each and is put back); cells under a cell magic are left as they are."""
+    nb = json.loads(text)
+    cells = nb.get("cells") or [c for ws in nb.get("worksheets", []) for c in ws.get("cells", [])]
+    parts, magics, code_cells = [], [], []
+    for c in cells:
+        if c.get("cell_type") != "code":
+            continue
+        k = "source" if "source" in c else "input"
+        src = c.get(k, "")
+        src = "".join(src) if isinstance(src, list) else src
+        if src.lstrip().startswith("%%"):
+            continue
+        lines: list[str] = []
+        for ln in src.splitlines():
+            if is_magic(ln, lines):
+                s = ln.lstrip()
+                lines.append(f"{ln[:len(ln) - len(s)]}__nb_magic__({len(magics)})")
+                magics.append(ln)
+            else:
+                lines.append(ln)
+        parts.append(f"__nb_cell__({len(code_cells)})\n" + "\n".join(lines) + "\n")
+        code_cells.append((c, k, src))
+    cpu, moves, setup = sd.strip_files({"notebook.py": "".join(parts)})
+    chunks = re.split(r"^__nb_cell__\((\d+)\)\n", cpu["notebook.py"], flags=re.M)
+    new = {int(chunks[i]): chunks[i + 1] for i in range(1, len(chunks), 2)}
+    assert sorted(new) == list(range(len(code_cells))), "a cell separator was lost"
+    for i, (c, k, src) in enumerate(code_cells):
+        code = re.sub(r"^[ \t]*__nb_magic__\((\d+)\)$", lambda m: magics[int(m.group(1))], new[i], flags=re.M)
+        code = code[:-1] if code.endswith("\n") and not src.endswith("\n") else code
+        if code != src:
+            c[k] = code.splitlines(keepends=True)
+    return json.dumps(nb, indent=1, ensure_ascii=False) + "\n", moves, setup
 
 
 # ------------------------------------------------------------------ static pre-checks
@@ -201,19 +279,21 @@ def missing_packages(code: str, local: set[str]) -> list[str] | str:
 
 
 # ------------------------------------------------------------------ running
-def env() -> dict:
+def env(path: list[str] | None = None) -> dict:
+    """The originals' environment: the extra packages of SITE (and ``path``: an entry's pythonpath) first."""
     e = dict(os.environ)
-    e["PYTHONPATH"] = str(SITE) + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
+    e["PYTHONPATH"] = os.pathsep.join([*(path or []), str(SITE)]) + (
+        os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
     e["MPLBACKEND"] = "Agg"
     e["PYTHONWARNINGS"] = "ignore"
     return e
 
 
-def run(cmd: list[str], cwd: Path, timeout: float, use_env: bool = False) -> dict:
+def run(cmd: list[str], cwd: Path, timeout: float, use_env: bool = False, path: list[str] | None = None) -> dict:
     t0 = time.time()
     try:
         r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                           env=env() if use_env else None)
+                           env=env(path) if use_env else None)
         return {"rc": r.returncode, "stdout": r.stdout, "stderr": r.stderr, "seconds": round(time.time() - t0, 1)}
     except subprocess.TimeoutExpired as x:
         return {"rc": None, "stdout": x.stdout or "", "stderr": "timeout", "seconds": round(time.time() - t0, 1)}
@@ -297,11 +377,17 @@ def orig_result(e: dict, work: Path, script: str, files: dict[str, bytes], a) ->
     h.update(f"{a.max_steps}/{a.timeout}/synthetic".encode())
     key = h.hexdigest()[:20]
     cf_ = CACHE / "orig-cache" / f"{key}.json"
-    if cf_.exists() and not a.no_cache:
-        return json.loads(cf_.read_text())
     code = files[script].decode("utf-8", "replace")
     local = {Path(p).parts[0].removesuffix(".py") for p in files}
+    for d in map(Path, entry_path(e, work)):  # the entry's pythonpath folders (extras.json)
+        local |= {p.name.removesuffix(".py") for p in d.iterdir()} if d.is_dir() else set()
     miss = missing_packages(code, local)
+    if cf_.exists() and not a.no_cache:
+        old = json.loads(cf_.read_text())
+        # the key is the files' hash: a package found missing then may be installed since (SITE)
+        if not (old.get("static") and old.get("class") == "orig-missing-package"
+                and old.get("detail") != ", ".join(miss if isinstance(miss, list) else []) + " (import check: not run)"):
+            return old
     if isinstance(miss, str):
         out = {"class": "orig-error", "detail": miss + " (does not compile: not run)", "static": True}
     elif miss:
@@ -309,7 +395,7 @@ def orig_result(e: dict, work: Path, script: str, files: dict[str, bytes], a) ->
     else:
         res = run([str(CPU2GPU), "verify", script, "--device", "cpu", "--max-steps", str(a.max_steps),
                    "--synthetic-data", "--output-format", "json", "--timeout", str(a.timeout)],
-                  work / "orig", a.timeout * 2 + 60, use_env=True)
+                  work / "orig", a.timeout * 2 + 60, use_env=True, path=entry_path(e, work))
         rep = parse_json(res["stdout"])
         cls, detail = classify_orig(rep, res)
         run0 = (rep or {}).get("runs", [{}])[0] if rep else {}
@@ -364,12 +450,30 @@ def process(e: dict, tool: list[str], a) -> dict:
     sib = siblings(e, code_for_imports)
     rec["siblings"] = sorted(sib)
     if e["kind"] == "stripped":
-        cpu, moves, setup = sd.strip_files({name: text})
-        text = cpu[name]
+        if e["format"] == "notebook":
+            text, moves, setup = strip_notebook(text)
+        else:
+            cpu, moves, setup = sd.strip_files({name: text})
+            text = cpu[name]
         raw = text.encode("utf-8")
         rec["stripped_moves"] = len(moves)
         rec["stripped_setup"] = len(setup)
     files = dict(sib)
+    # the repository's own files a user's clone has (extras.json): beside the file when under its folder,
+    # else under <work>/repo at their repository path (for the pythonpath folders)
+    outside: dict[str, bytes] = {}
+    folder = os.path.dirname(e["path"])
+    for p, data in repo_files(e).items():
+        if not folder or p.startswith(folder + "/"):
+            files[p[len(folder) + 1 if folder else 0:]] = data
+        else:
+            outside[p] = data
+    if e.get("repo_files") or e.get("pythonpath"):
+        rec["repo_files"] = sorted(files.keys() - sib.keys()) + sorted(f"<repo>/{p}" for p in outside)
+        rec["pythonpath"] = e.get("pythonpath", [])
+    for p, data in outside.items():
+        (work / "repo" / p).parent.mkdir(parents=True, exist_ok=True)
+        (work / "repo" / p).write_bytes(data)
     files[name] = raw
     script = name
     if e["format"] == "notebook":
@@ -380,7 +484,9 @@ def process(e: dict, tool: list[str], a) -> dict:
         (work / "orig" / rel).write_bytes(data)
     shutil.copytree(work / "orig", work / "mig")
     # --- the original on the CPU
-    o = orig_result(e, work, script, {k: v for k, v in files.items() if k != name or e["format"] != "notebook"}, a)
+    hashed = {k: v for k, v in files.items() if k != name or e["format"] != "notebook"}
+    hashed.update({f"<repo>/{p}": v for p, v in outside.items()})  # none: the key as before extras.json
+    o = orig_result(e, work, script, hashed, a)
     rec["orig"] = o
     # --- rewrite (and check, for aware entries)
     rw = run(tool + ["rewrite", "--in-place", name], work / "mig", 300)
@@ -410,10 +516,11 @@ def process(e: dict, tool: list[str], a) -> dict:
     elif o["class"] != "ok":
         rec["class"], rec["detail"] = o["class"], o["detail"]
     else:
-        res = run([str(CPU2GPU), "verify", f"{work / 'mig' / script}", "--device", "sim", "--against",
+        # in the migrated copy's folder, as the user runs it (a file read as './data.csv' is found there)
+        res = run([str(CPU2GPU), "verify", script, "--device", "sim", "--against",
                    str(work / "orig" / script), "--synthetic-data", "--max-steps", str(a.max_steps),
                    "--output-format", "json", "--timeout", str(a.timeout), "--jobs", str(a.verify_jobs)],
-                  work, a.timeout * 3 + 90, use_env=True)
+                  work / "mig", a.timeout * 3 + 90, use_env=True, path=entry_path(e, work))
         rep = parse_json(res["stdout"])
         rec["class"], rec["detail"] = classify_sim(rep, res)
         rec["verify_seconds"] = res["seconds"]
@@ -469,9 +576,10 @@ def table(recs: list[dict]) -> str:
     cols = ["scripts", "runnable"] + CLASSES
     groups = [("script/cpu", lambda r: r["format"] == "script" and r["kind"] == "cpu"),
               ("script/aware", lambda r: r["format"] == "script" and r["kind"] == "aware"),
-              ("script/stripped", lambda r: r["kind"] == "stripped"),
+              ("script/stripped", lambda r: r["format"] == "script" and r["kind"] == "stripped"),
               ("notebook/cpu", lambda r: r["format"] == "notebook" and r["kind"] == "cpu"),
               ("notebook/aware", lambda r: r["format"] == "notebook" and r["kind"] == "aware"),
+              ("notebook/stripped", lambda r: r["format"] == "notebook" and r["kind"] == "stripped"),
               ("**all**", lambda r: True)]
     rows = ["| kind | " + " | ".join(cols) + " | aware changed by rewrite | false CG1xx (files / findings) |",
             "|" + "---|" * (len(cols) + 3)]
@@ -532,7 +640,7 @@ def main(argv=None) -> int:
         print(table(recs))
         print(failures(recs))
         return 0
-    entries = json.loads((HERE / "manifest.json").read_text())["entries"]
+    entries = load_manifest()
     if a.only:
         subs = a.only.split(",")
         entries = [e for e in entries if any(s in e["id"] for s in subs)]
