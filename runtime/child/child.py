@@ -13,9 +13,11 @@ import random
 import sys
 import time
 import traceback
+from typing import cast
 
 from . import notebookrun
 from .notebookrun import is_notebook, program_file
+from ..records import Diagnosis, MissingPackage, RunResult
 
 MODES = ("cpu", "sim", "cuda", "sim-mps", "mps", "xpu")
 
@@ -251,7 +253,7 @@ def main(argv=None) -> int:
         try:
             from ..causes.diagnose import explain
 
-            diagnosis = explain(e, tb, rec, display)
+            diagnosis = cast("Diagnosis | None", explain(e, tb, rec, display))  # diagnose makes a plain dict
         except Exception as inner:
             diagnosis = {"cause": f"(diagnosis failed: {inner!r})", "rule": None, "rule_name": None, "where": None}
         namespace = _script_globals(tb, script)
@@ -285,7 +287,7 @@ def main(argv=None) -> int:
     for ev in events:  # not `e`: the name of the except blocks' exceptions above
         if ev.get("where"):
             ev["where"] = {"file": display(ev["where"]["file"]), "line": ev["where"]["line"]}
-    result = {
+    result: RunResult = {
         "mode": opts.mode,
         "status": status,
         "exit_code": exit_code,
@@ -297,7 +299,7 @@ def main(argv=None) -> int:
         "device_forward_calls": sum(r.device_calls for r in rec.modules.values()),
         "cpu_forward_calls": sum(r.cpu_calls for r in rec.modules.values()),
         "trained_devices": sorted(rec.trained_devices),
-        "loaders": [dict(loader, file=display(loader["file"])) for loader in rec.loaders],
+        "loaders": [{**loader, "file": display(loader["file"])} for loader in rec.loaders],
         "modules": modules,
         "events": events,
         "exception": exception,
@@ -381,7 +383,7 @@ def _needs_data(exc, setup, opts, display, exception):
     return out
 
 
-def _missing_package(exc, opts, exception) -> dict | None:
+def _missing_package(exc, opts, exception) -> MissingPackage | None:
     """The package not installed here that the run imports, with the import's line, or None."""
     from ..causes import missingpkg
 
@@ -389,7 +391,7 @@ def _missing_package(exc, opts, exception) -> dict | None:
     if found is None:
         return None
     where = {"file": exception["file"], "line": exception["line"]} if exception and exception.get("file") else None
-    return dict(found, where=where, source=exception.get("source") if exception else None)
+    return cast("MissingPackage", dict(found, where=where, source=exception.get("source") if exception else None))
 
 
 def _device_label(mode, torch):

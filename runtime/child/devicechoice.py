@@ -19,6 +19,8 @@ from typing import Any, Callable
 
 import torch
 
+from ..records import DeviceChoiceRecord, FlagOff
+
 # an option that asks for the accelerator: --cuda, --gpu, --use-gpu, --accel, --mps, --use_accelerator
 _ASKS_FOR_DEVICE = re.compile(r"^--?(use[-_]?)?(cuda|gpus?|accel(erator)?|mps|xpu)$")
 _MAX_PLACES = 3
@@ -29,8 +31,8 @@ class DeviceChoice:
         self.user_location = user_location
         self.trained = trained  # a move to the CPU after a step is a copy to save or to read, not the choice
         self.moved_to_cpu: list[dict] = []  # where the user's code moved a module to the CPU
-        self.opt_in: dict[str, dict] = {}  # dest -> the option that picks the accelerator, and its help
-        self.flags_off: list[dict] = []  # those options, as the last parse left them: not given
+        self.opt_in: dict[str, FlagOff] = {}  # dest -> the option that picks the accelerator, and its help
+        self.flags_off: list[FlagOff] = []  # those options, as the last parse left them: not given
 
     def on_module_to(self, args: tuple, kwargs: dict, frame: Any) -> None:
         if self.trained():
@@ -57,7 +59,7 @@ class DeviceChoice:
     def on_parsed(self, namespace: Any) -> None:
         self.flags_off = [flag for dest, flag in self.opt_in.items() if getattr(namespace, dest, None) is not True]
 
-    def report(self, display: Callable[[str], str]) -> dict:
+    def report(self, display: Callable[[str], str]) -> DeviceChoiceRecord:
         return {"moved_to_cpu": [{"file": display(w["file"]), "line": w["line"]} for w in self.moved_to_cpu],
                 "flags_off": self.flags_off}
 

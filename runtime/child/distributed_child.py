@@ -18,6 +18,8 @@ import signal
 import time
 from typing import Any
 
+from ..records import ProcessGroup, RankInfo
+
 
 def rank() -> int:
     try:
@@ -136,7 +138,7 @@ class RankRecord:
     def __init__(self, rec) -> None:
         self.rec = rec
         self.checksums: list = []  # [sum, sum of squares, count] after each counted step
-        self.process_group: dict | None = None
+        self.process_group: ProcessGroup | None = None
         self.ddp_modules = 0
         self.samplers = 0
         self.shuffling_samplers = 0
@@ -164,7 +166,7 @@ class RankRecord:
             s = q = 0.0
         self.checksums.append([s, q, count])
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> RankInfo:
         return {
             "rank": rank(), "local_rank": _env_int("LOCAL_RANK"), "world_size": _env_int("WORLD_SIZE"),
             "process_group": self.process_group, "ddp_modules": self.ddp_modules,

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Callable
 import torch
 from torch.nn.utils.rnn import PackedSequence
 
+from ..records import LoaderRecord
 from ..tracing.linetrace import Lines
 
 if TYPE_CHECKING:
@@ -117,7 +118,7 @@ class Recorder:
         self.cap: StepCap | None = None  # the StepCap of --max-steps
         self.lines = Lines(self.is_user_file)  # the lines of the user's files that the run executes
         self.manual: ManualSteps | None = None  # the ManualSteps: updates by hand (w -= lr * w.grad) are steps too
-        self.loaders: list[dict] = []  # the DataLoaders the user's code made, how each draws its batches
+        self.loaders: list[LoaderRecord] = []  # the DataLoaders the user's code made, how each draws its batches
 
     def is_batch(self, t) -> bool:
         ref = self.batches.get(id(t))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+from ..records import Batching, Comparison, Divergence, RunResult
+
 # cpu and sim compute the same numbers with the same kernels, nearly all in the
 # same order (the simulated fused RNN cells are not): tight. A real GPU sums in
 # other orders (TF32 off): looser.
@@ -52,7 +54,8 @@ def _close(a: float, b: float, rtol: float, atol: float) -> bool:
 BAND_FACTOR = 10.0
 
 
-def step_by_step(ref: list, other: list, rtol: float, atol: float | None = None, band: list | None = None) -> dict:
+def step_by_step(ref: list, other: list, rtol: float, atol: float | None = None,
+                 band: list | None = None) -> Comparison:
     """Step by step, numpy.isclose-style; atol defaults to rtol times the reference's loss scale.
 
     The tolerance grows with the step: at step k it is k times rtol (and atol). Two runs that sum in
@@ -67,7 +70,7 @@ def step_by_step(ref: list, other: list, rtol: float, atol: float | None = None,
     if atol is None:
         atol = max(ATOL, rtol * scale)
     max_rel = 0.0
-    first = None
+    first: Divergence | None = None
     grown = False  # some step was within the grown tolerance only
     widest = 0.0  # the band's largest value so far
     by_band = False  # some step was within the measured band only
@@ -86,7 +89,7 @@ def step_by_step(ref: list, other: list, rtol: float, atol: float | None = None,
         elif not _close(ref[i], other[i], rtol, atol):
             grown = True
             by_band = by_band or not _close(ref[i], other[i], rtol * k, atol * k)
-    out = {"method": "step", "compared": n, "rtol": rtol, "atol": atol, "max_rel_diff": max_rel,
+    out: Comparison = {"method": "step", "compared": n, "rtol": rtol, "atol": atol, "max_rel_diff": max_rel,
            "first_divergence": first, "ok": first is None, "tolerance_grew": grown}
     if band is not None:
         out["band"] = {"max": widest, "factor": BAND_FACTOR, "used": by_band}
@@ -98,14 +101,14 @@ def _means(xs: list):
     return sum(xs[:k]) / k, sum(xs[-k:]) / k
 
 
-def trend(ref: list, other: list, tol: float = TREND_TOL) -> dict:
+def trend(ref: list, other: list, tol: float = TREND_TOL) -> Comparison:
     """Same direction, and either the last fifth's mean within `tol` of the
     reference's (relative to the larger of its value and how far the reference
     moved), or the same progress: last/first within a factor of 2 of the
     reference's. Runs that draw other random numbers may start elsewhere
     (other initial weights) and still learn alike."""
     n = min(len(ref), len(other))
-    out = {"method": "trend", "compared": n, "rtol": tol, "max_rel_diff": None, "first_divergence": None}
+    out: Comparison = {"method": "trend", "compared": n, "rtol": tol, "max_rel_diff": None, "first_divergence": None}
     if n == 0:
         out["ok"] = True
         return out
@@ -136,7 +139,7 @@ def trend(ref: list, other: list, tol: float = TREND_TOL) -> dict:
 _BATCHING = ("sampler", "batch_size", "drop_last", "batch_sampler")
 
 
-def batching_differs(ref: dict, other: dict) -> dict | None:
+def batching_differs(ref: RunResult, other: RunResult) -> Batching | None:
     """The first DataLoader that the two runs made differently (the script shuffles, or batches, by the
     device it found), as {file, line, what, reference, value}; None when they batch alike."""
     for a, b in zip(ref.get("loaders") or (), other.get("loaders") or ()):
@@ -154,7 +157,7 @@ PAIRED_T = 3.0
 REAL_DEVICES = ("cuda", "mps", "xpu")
 
 
-def paired(ref: list, other: list) -> dict:
+def paired(ref: list, other: list) -> Comparison:
     """The trend, and, over MIN_PAIRED_STEPS or more steps, a paired t test of the step-wise differences:
     a mean difference further than PAIRED_T standard errors from zero (and more than TREND_TOL of the
     loss scale) is a divergence that the trend alone may miss."""
@@ -178,7 +181,7 @@ def paired(ref: list, other: list) -> dict:
     return res
 
 
-def compare(ref: dict, other: dict, rtol: float | None = None, band: list | None = None) -> dict:
+def compare(ref: RunResult, other: RunResult, rtol: float | None = None, band: list | None = None) -> Comparison:
     """Compare the losses of two child results; `band`: the original's measured sensitivity to rounding
     (band.py), per step, or None."""
     mode = other.get("mode", "cpu")

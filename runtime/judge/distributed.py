@@ -29,6 +29,8 @@ import sys
 import time
 
 from . import compare as cmp
+from ..records import (Comparison, Diagnosis, DistributedSummary, ExceptionRecord, ParamAgreement, ParamMismatch,
+                       RankSummary, RunResult, Where)
 from ..tracing import progress
 from ..sandbox import proctree
 from .runner import RunSpec, Sandbox, _failed_result
@@ -92,7 +94,7 @@ def label(mode: str, nproc: int) -> str:
 
 
 def run(spec: RunSpec, *, max_steps=None, seed=0, timeout=600.0, cwd=None, keep=False, show_output=False,
-        threads=None, synthetic_data=False, clean_env=False, env_allow=(), on_progress=None) -> dict:
+        threads=None, synthetic_data=False, clean_env=False, env_allow=(), on_progress=None) -> RunResult:
     """Run spec.script under torchrun with spec.nproc ranks; return the merged result."""
     nproc = spec.nproc
     box = Sandbox.make(spec.script, cwd, "cpu2gpu-verify-ddp-", spec.root, keep)
@@ -124,10 +126,10 @@ def run(spec: RunSpec, *, max_steps=None, seed=0, timeout=600.0, cwd=None, keep=
     box.end(proc)  # torchrun, the ranks' keepers and all they left
     wall = time.perf_counter() - t0
 
-    ranks = []
+    ranks: list[RunResult] = []
     for r in range(nproc):
         path = f"{box.result}.rank{r}"
-        res = None
+        res: RunResult | None = None
         if os.path.exists(path):
             try:
                 with open(path) as f:
@@ -187,7 +189,7 @@ def _stop(proc: subprocess.Popen, result_path: str) -> None:
 PEER_GONE = ("Connection closed by peer", "Connection reset by peer", "remote worker crashing", "Broken pipe")
 
 
-def _stopped_by_torchrun(res: dict) -> bool:
+def _stopped_by_torchrun(res: RunResult) -> bool:
     """A rank stopped by a SIGTERM (torchrun's, after another rank failed, or the timeout's), or
     failed by the loss of a peer: not where the run went wrong."""
     exc = res.get("exception") or {}
@@ -196,7 +198,7 @@ def _stopped_by_torchrun(res: dict) -> bool:
     return exc.get("type") == "TimedOut" or any(m in (exc.get("message") or "") for m in PEER_GONE)
 
 
-def _culprit(ranks: list, timed_out: bool):
+def _culprit(ranks: list[RunResult], timed_out: bool) -> tuple[int, RunResult] | None:
     """The rank whose failure ended the run: the first to fail (by when its result was written)
     among those that were not stopped by torchrun (or by the timeout) after another one failed."""
     failed = [(r, res) for r, res in enumerate(ranks) if res["status"] not in OK]
@@ -208,10 +210,10 @@ def _culprit(ranks: list, timed_out: bool):
     return min(own, key=lambda x: (x[1].get("status") == "crashed", x[1].get("finished_at") or 0, x[0]))
 
 
-def merge(spec: RunSpec, ranks: list, *, timed_out=False, timeout=None, returncode=None) -> dict:
+def merge(spec: RunSpec, ranks: list[RunResult], *, timed_out=False, timeout=None, returncode=None) -> RunResult:
     """One result of the usual shape for the whole torchrun, with the ranks under "distributed"."""
     nproc = len(ranks)
-    base = dict(ranks[0])
+    base = ranks[0].copy()
     lengths = [len(r.get("losses") or []) for r in ranks]
     n = min(lengths) if lengths else 0
     mean_losses = [sum(r["losses"][i] for r in ranks) / nproc for i in range(n)]
@@ -219,12 +221,13 @@ def merge(spec: RunSpec, ranks: list, *, timed_out=False, timeout=None, returnco
     culprit = _culprit(ranks, timed_out)
 
     status = "max_steps" if any(r["status"] == "max_steps" for r in ranks) else "ok"
-    exception = diagnosis = None
+    exception: ExceptionRecord | None = None
+    diagnosis: Diagnosis | None = None
     if timed_out:
         status = "timeout"
         hung = [r for r, res in enumerate(ranks) if res["status"] not in OK]
         exc = (ranks[hung[0]].get("exception") or {}) if hung else {}
-        where = {"file": exc.get("file"), "line": exc.get("line")} if exc.get("file") else None
+        where: Where | None = {"file": exc.get("file"), "line": exc.get("line")} if exc.get("file") else None
         at = f" at {where['file']}:{where['line']}" if where else ""
         places = []
         for r in hung:
@@ -240,17 +243,17 @@ def merge(spec: RunSpec, ranks: list, *, timed_out=False, timeout=None, returnco
     elif culprit is not None:
         r, res = culprit
         status = res["status"]
-        exc = dict(res.get("exception") or {})
+        exc = (res.get("exception") or {}).copy()
         if exc.get("message") is not None:
             exc["message"] = f"rank {r}: {exc['message']}"
         exception = exc or None
         diag = res.get("diagnosis")
         if diag:
-            diagnosis = dict(diag, cause=f"rank {r}: {diag['cause']}")
+            diagnosis = {**diag, "cause": f"rank {r}: {diag['cause']}"}
         elif exc.get("type") and status == "error":
             where = {"file": exc.get("file"), "line": exc.get("line")} if exc.get("file") else None
             at = f" at {exc['file']}:{exc['line']}" if where else ""
-            diagnosis = {"cause": f"rank {r} raised {exc['type']}: {res['exception'].get('message')}{at}",
+            diagnosis = {"cause": f"rank {r} raised {exc['type']}: {(res['exception'] or {}).get('message')}{at}",
                          "rule": None, "rule_name": None, "where": where}
         elif status == "exit":
             diagnosis = {"cause": f"rank {r}: the script exited with code {res.get('exit_code')}",
@@ -267,11 +270,11 @@ def merge(spec: RunSpec, ranks: list, *, timed_out=False, timeout=None, returnco
 
     events, seen = [], set()
     for res in ranks:
-        for e in res.get("events", []):
-            key = (e.get("kind"), e.get("module"))
+        for event in res.get("events", []):
+            key = (event.get("kind"), event.get("module"))
             if key not in seen:
                 seen.add(key)
-                events.append(e)
+                events.append(event)
     base.update({
         "mode": spec.mode, "status": status, "exit_code": culprit[1].get("exit_code") if culprit else 0,
         "losses": mean_losses, "steps": min(steps) if steps else 0,
@@ -289,10 +292,11 @@ def merge(spec: RunSpec, ranks: list, *, timed_out=False, timeout=None, returnco
     return base
 
 
-def params_agree(ranks: list) -> dict:
+def params_agree(ranks: list[RunResult]) -> ParamAgreement:
     """Compare the ranks' parameter checksums after each step with rank 0's."""
     sums = [((r.get("rank") or {}).get("param_checksums") or []) for r in ranks]
     n = min((len(s) for s in sums), default=0)
+    first: ParamMismatch | None
     first, max_rel = None, 0.0
     for i in range(n):
         ref = sums[0][i]
@@ -324,9 +328,9 @@ def _checksum_rel(a, b) -> float:
     return max(rq, rs)
 
 
-def summarize(ranks: list, culprit, timed_out: bool) -> dict:
+def summarize(ranks: list[RunResult], culprit, timed_out: bool) -> DistributedSummary:
     """The distributed part of the result (JSON: the run's "distributed")."""
-    per_rank = []
+    per_rank: list[RankSummary] = []
     for r, res in enumerate(ranks):
         info = res.get("rank") or {}
         losses = res.get("losses") or []
@@ -343,7 +347,7 @@ def summarize(ranks: list, culprit, timed_out: bool) -> dict:
             "exception": exc if res["status"] not in OK else None,
             "last_param_checksum": ((info.get("param_checksums") or [None])[-1]),
         })
-    out = {"nproc": len(ranks), "launcher": "python -m torch.distributed.run --standalone",
+    out: DistributedSummary = {"nproc": len(ranks), "launcher": "python -m torch.distributed.run --standalone",
            "backend": next((p["process_group"]["backend"] for p in per_rank if p["process_group"]), None),
            "steps_per_rank": [p["steps"] for p in per_rank],
            "ranks_trained": sum(1 for p in per_rank if p["steps"] > 0),
@@ -354,7 +358,7 @@ def summarize(ranks: list, culprit, timed_out: bool) -> dict:
     return out
 
 
-def _notes(per_rank: list) -> list:
+def _notes(per_rank: list[RankSummary]) -> list:
     notes = []
     if per_rank and not any(p["ddp_modules"] for p in per_rank):
         notes.append("no DistributedDataParallel was built: nothing averages the ranks' gradients")
@@ -369,7 +373,7 @@ def _notes(per_rank: list) -> list:
 # -- judging -----------------------------------------------------------------------------------------
 
 
-def reasons(res: dict) -> list:
+def reasons(res: RunResult) -> list:
     """What fails a distributed run beyond what every run is judged on: (cause, where) pairs."""
     d = res.get("distributed")
     if not d or res["status"] not in OK:
@@ -405,7 +409,7 @@ def _means(xs: list):
     return sum(xs[:k]) / k, sum(xs[-k:]) / k, k
 
 
-def compare(ref: dict, other: dict, rtol=None) -> dict:
+def compare(ref: RunResult, other: RunResult, rtol=None) -> Comparison:
     """The distributed run's losses (the mean over its ranks of each step's loss) against the
     original's, by their trend, since a DistributedSampler draws its own order: the mean of the last
     fifth of each run's losses (each over its own steps: a migration that keeps the per-rank batch
@@ -419,16 +423,17 @@ def compare(ref: dict, other: dict, rtol=None) -> dict:
     a, b = [x for x in ref["losses"]], [x for x in other["losses"]]
     n = min(len(a), len(b))
     step = cmp.step_by_step(a[:n], b[:n], tol) if n else {"max_rel_diff": None, "first_divergence": None}
-    out = {"method": "distributed", "compared": n, "rtol": tol, "max_rel_diff": step["max_rel_diff"] if n else None,
-           "step_first_divergence": step["first_divergence"], "first_divergence": None,
-           "lengths": [len(a), len(b)], "note": None}
+    out: Comparison = {
+        "method": "distributed", "compared": n, "rtol": tol, "max_rel_diff": step["max_rel_diff"] if n else None,
+        "step_first_divergence": step["first_divergence"], "first_divergence": None,
+        "lengths": [len(a), len(b)], "note": None}
     if not a or not b:
-        out.update(ok=True, head_rel_diff=None, tail_rel_diff=None)
+        out.update({"ok": True, "head_rel_diff": None, "tail_rel_diff": None})
         return out
     if not all(map(math.isfinite, a + b)):
         ok = all(map(math.isfinite, a)) == all(map(math.isfinite, b)) and not all(map(math.isfinite, a))
-        out.update(ok=ok, head_rel_diff=None, tail_rel_diff=None,
-                   note="non-finite losses: " + ("in both runs" if ok else "in one run only"))
+        out.update({"ok": ok, "head_rel_diff": None, "tail_rel_diff": None,
+                    "note": "non-finite losses: " + ("in both runs" if ok else "in one run only")})
         if not ok:
             out["first_divergence"] = {"step": n, "reference": None, "value": None, "rel_diff": math.inf}
         return out
@@ -451,7 +456,7 @@ def compare(ref: dict, other: dict, rtol=None) -> dict:
     return out
 
 
-def divergence_cause(c: dict, reference: str) -> str:
+def divergence_cause(c: Comparison, reference: str) -> str:
     d = c["first_divergence"] or {}
     if d.get("reference") is None:
         return f"the losses differ from {reference}: {c.get('note')}"

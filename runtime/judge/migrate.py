@@ -20,6 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Mapping
 
 from cpu2gpu.engine import SourceError, rewrite_data
 from cpu2gpu.migration import Evidence, repair, rule_fix
@@ -29,6 +30,7 @@ from cpu2gpu.project.projectset import Project, find_root, project_seeds
 from cpu2gpu.analysis.seeds import NO_SEEDS
 
 from ..child.notebookrun import CELL_SEP, is_notebook, program_file
+from ..records import MigrateReport, Reason, Round, RunResult, StaticMiss, Unreached, VerifiedRun, VerifyReport
 from .runner import choose_root, copy_tree
 from .verify import OK, VerifyError, verify
 
@@ -146,15 +148,15 @@ def static_round(draft: Draft, files: list[str], rules, unsafe_fixes: bool, devi
     return notes
 
 
-def _device_run(report: dict) -> dict | None:
+def _device_run(report: Mapping[str, Any]) -> VerifiedRun | None:
     return next((r for r in report["runs"] if r["role"] == "migrated" and r["mode"] != "cpu"), None)
 
 
-def _cpu_run(report: dict) -> dict | None:
+def _cpu_run(report: VerifyReport) -> VerifiedRun | None:
     return next((r for r in report["runs"] if r["role"] == "migrated" and r["mode"] == "cpu"), None)
 
 
-def cpu_fallback_ok(report: dict) -> bool:
+def cpu_fallback_ok(report: VerifyReport) -> bool:
     """The migrated copy, with CUDA hidden, ran and gave the original's losses."""
     run = _cpu_run(report)
     if run is None or run["status"] not in OK:
@@ -162,7 +164,7 @@ def cpu_fallback_ok(report: dict) -> bool:
     return not any(r["run"] == run["label"] for r in report["reasons"])
 
 
-def cannot_run(report: dict) -> str | None:
+def cannot_run(report: VerifyReport) -> str | None:
     """Why no verdict about the migration can be reached here (the original fails, data is missing or
     cannot be downloaded, a package the script imports is not installed)."""
     original = next((r for r in report["runs"] if r["role"] == "original"), None)
@@ -182,7 +184,8 @@ def cannot_run(report: dict) -> str | None:
     return None
 
 
-def evidence_of(report: dict, draft: Draft, tried: set, script: str | None = None) -> list[tuple[Evidence, str, dict]]:
+def evidence_of(report: Mapping[str, Any], draft: Draft, tried: set,
+                script: str | None = None) -> list[tuple[Evidence, str, Reason]]:
     """The located causes of the device run, as (evidence, user's file, verify's reason), first first.
     ``script``: the entry script, where the optimizer of plain tensors that stayed on the CPU is built."""
     device = _device_run(report)
@@ -229,13 +232,13 @@ def evidence_of(report: dict, draft: Draft, tried: set, script: str | None = Non
 _UNNAMED_KINDS = ("numpy", "use", "conversion", "trained")
 
 
-def _trains_plain_tensors(run: dict) -> bool:
+def _trains_plain_tensors(run: RunResult) -> bool:
     """No module in the run, and the optimizer's tensors on the CPU: the leaves were made there."""
     return not run.get("modules") and bool(run.get("trained_devices")) \
         and all(d == "cpu" for d in run["trained_devices"])
 
 
-def _cpu_module(run: dict) -> dict | None:
+def _cpu_module(run: RunResult) -> dict | None:
     """The module trained on the CPU that the script called most, and where the script held it."""
     cpu = [m for m in run.get("modules", ()) if m.get("bound") and m["device_calls"] == 0 and m["cpu_calls"]]
     if not cpu:
@@ -263,7 +266,7 @@ def _user_path(shown: str, draft: Draft) -> str | None:
 
 def migrate(script: str, args=(), *, device: str = "auto", max_steps=None, synthetic_data=False, timeout=600.0,
             seed=0, rtol=None, max_rounds=MAX_ROUNDS, cwd=None, rules=None, unsafe_fixes=False,
-            device_expression=None, progress=None) -> dict:
+            device_expression=None, progress=None) -> MigrateReport:
     """Migrate ``script`` in a draft and prove it; return the whole story as data (nothing written)."""
     if not os.path.isfile(script):
         raise VerifyError(f"no such file: {script}")
@@ -280,7 +283,7 @@ def migrate(script: str, args=(), *, device: str = "auto", max_steps=None, synth
     try:
         files = [f for f in reached_files(script) if f.startswith(draft.root + os.sep)]
         static = static_round(draft, files, rules, unsafe_fixes, device_expression)
-        rounds: list[dict] = [{"round": 0, "what": "static rewrite",
+        rounds: list[Round] = [{"round": 0, "what": "static rewrite",
                                "files": [os.path.relpath(n["file"], cwd) for n in static if n.get("changed")],
                                "errors": [f"{os.path.relpath(n['file'], cwd)}: {n['error']}"
                                           for n in static if n.get("error")]}]
@@ -289,7 +292,7 @@ def migrate(script: str, args=(), *, device: str = "auto", max_steps=None, synth
         flag = next((found for found in (opt_in_flag(draft.read(f)) for f in files[:1] if not is_notebook(f))
                      if found is not None and not set(found.args) & set(args)), None)
 
-        def run_verify(reference=None, reference_band=None) -> dict:
+        def run_verify(reference=None, reference_band=None) -> VerifyReport:
             if progress:
                 progress(f"round {len(rounds) - 1}: verify")
             out = verify(draft.in_draft(script), args, against=script, device=device, max_steps=max_steps,
@@ -303,8 +306,8 @@ def migrate(script: str, args=(), *, device: str = "auto", max_steps=None, synth
         report = run_verify()
         reference = next((r for r in report["runs"] if r["role"] == "original"), None)
         tried: set = set()
-        misses: list[dict] = []
-        taken_back: list[dict] = []
+        misses: list[StaticMiss] = []
+        taken_back: list[Round] = []
         ending = ""
         while True:
             why_not = cannot_run(report)
@@ -359,9 +362,9 @@ def migrate(script: str, args=(), *, device: str = "auto", max_steps=None, synth
             else:
                 line = original_line(draft.originals[user_file], old, fixed.line)
                 bound_at, met = f"{shown}:{line}", f"{shown}:{original_line(draft.originals[user_file], old, ev.line)}"
-            entry = {"round": len(rounds), "evidence": reason["cause"], "rule": ev.rule, "name": ev.name,
-                     "bound_at": bound_at, "kind": ev.kind, "met": met, "file": shown, "line": line,
-                     "how": fixed.how, "edit": fixed.edit}
+            entry: Round = {"round": len(rounds), "evidence": reason["cause"], "rule": ev.rule, "name": ev.name,
+                            "bound_at": bound_at, "kind": ev.kind, "met": met, "file": shown, "line": line,
+                            "how": fixed.how, "edit": fixed.edit}
             if notebook is not None:
                 entry["cell"] = notebook[1].cell
             rounds.append(entry)
@@ -407,7 +410,7 @@ def original_line(original: bytes, draft: bytes, line: int) -> int:
     return line
 
 
-def _device_failure(report: dict) -> tuple | None:
+def _device_failure(report: VerifyReport) -> tuple | None:
     """The device run's first located failure (its cause and place), None when it has none."""
     run = _device_run(report)
     if run is None or run["status"] in OK:
@@ -416,7 +419,7 @@ def _device_failure(report: dict) -> tuple | None:
     return (reason["cause"], str(reason.get("where"))) if reason is not None else None
 
 
-def _first_reason(report: dict, mode: str) -> str:
+def _first_reason(report: VerifyReport, mode: str) -> str:
     run = _cpu_run(report) if mode == "cpu" else _device_run(report)
     for r in report["reasons"]:
         if run is not None and r["run"] == run["label"]:
@@ -424,10 +427,10 @@ def _first_reason(report: dict, mode: str) -> str:
     return run["status"] if run else "no run"
 
 
-def _unreached(report: dict) -> list[dict]:
+def _unreached(report: VerifyReport) -> list[Unreached]:
     """Where a capped run was stopped before the script's end: the code after that line never ran
     there, so nothing about it is proven."""
-    out = []
+    out: list[Unreached] = []
     for run in report["runs"]:
         cap = run.get("cap") or {}
         if run["role"] != "migrated" or not cap.get("reached") or cap.get("ended") in (None, "end"):

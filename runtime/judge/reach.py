@@ -17,6 +17,7 @@ import difflib
 import re
 
 from ..child.notebookrun import CELL_SEP
+from ..records import Coverage, RunResult
 
 # A branch whose test names one of these picks code by the device found: not asked to run in both.
 _DEVICE_TEST = re.compile(r"cuda|device|gpu|accelerat|\bmps\b|xpu|is_available", re.IGNORECASE)
@@ -68,7 +69,7 @@ def _likeliest(line: str, new: list, j1: int, j2: int) -> tuple:
     return (j + 1,) if best >= 0.6 else tuple(range(j1 + 1, j2 + 1))
 
 
-def _entry(run: dict) -> list:
+def _entry(run: RunResult) -> list:
     """The entry's files in order: the script, or the notebook's cells by number."""
     script = run.get("script_shown")
     if not script:
@@ -78,7 +79,7 @@ def _entry(run: dict) -> list:
     return sorted(cells, key=lambda p: int(p[len(script) + len(CELL_SEP):])) or [script]
 
 
-def _pair(path: str, ref: dict, other: dict) -> str:
+def _pair(path: str, ref: RunResult, other: RunResult) -> str:
     """The migrated run's name of one of the original's other files: by its path in the folder each run
     copied (an original in another folder than the migration), else as shown."""
     inside = (ref.get("in_root") or {}).get(path)
@@ -89,7 +90,7 @@ def _pair(path: str, ref: dict, other: dict) -> str:
     return path
 
 
-def _flat(run: dict, files: list) -> tuple[list, list]:
+def _flat(run: RunResult, files: list) -> tuple[list, list]:
     """The files' texts one after the other (a notebook's cells as the script they make), and the
     (file, line) of each of those lines."""
     text: list = []
@@ -103,7 +104,7 @@ def _flat(run: dict, files: list) -> tuple[list, list]:
     return text, where
 
 
-def _unit(ref: dict, ref_files: list, other: dict, other_files: list, tally: dict) -> None:
+def _unit(ref: RunResult, ref_files: list, other: RunResult, other_files: list, tally: dict) -> None:
     """Count the lines of `ref_files` that ran in `ref` and whether they ran in `other`'s files."""
     old_text, old_where = _flat(ref, ref_files)
     new_text, new_where = _flat(other, other_files)
@@ -136,7 +137,7 @@ def _unit(ref: dict, ref_files: list, other: dict, other_files: list, tally: dic
                                      "source": old_text[i - 1].strip()})
 
 
-def _device_branches(run: dict, files: list) -> set:
+def _device_branches(run: RunResult, files: list) -> set:
     """(file, line) of the lines of `files` in a branch on the device."""
     out: set = set()
     for f in files:
@@ -146,7 +147,7 @@ def _device_branches(run: dict, files: list) -> set:
     return out
 
 
-def reached(ref: dict, other: dict) -> dict | None:
+def reached(ref: RunResult, other: RunResult) -> Coverage | None:
     """How many of the lines the original (`ref`) ran also ran in `other`, with the first ones that
     did not; None when a run recorded no lines (an older child, a run that failed at its start).
     The entry (a script or a notebook's cells, either against either) is matched as one text; the

@@ -19,6 +19,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from ..records import RunResult, Where
 from ..sandbox import folderstate, isolation, proctree, reaper
 from ..tracing import progress
 from ..sandbox.environment import child_environment
@@ -194,7 +195,7 @@ def _tail(path: str) -> str:
         return ""
 
 
-def _failed_result(spec: RunSpec, status: str, message: str) -> dict:
+def _failed_result(spec: RunSpec, status: str, message: str) -> RunResult:
     return {
         "mode": spec.mode, "status": status, "exit_code": None, "losses": [], "steps": 0,
         "backward_calls": 0, "step_times": [], "device_forward_calls": 0, "cpu_forward_calls": 0,
@@ -300,7 +301,7 @@ class Sandbox:
         if not self.keep:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def _refused_writes(self, result: dict) -> list:
+    def _refused_writes(self, result: RunResult) -> list:
         """The writes refused during the run: by the audit hook (in the result) and by the write watch
         (the keeper's record files, one per rank)."""
         found = list(result.get("refused_writes") or [])
@@ -316,8 +317,8 @@ class Sandbox:
         rel = os.path.relpath(path, self.cwd)
         return path if rel.startswith("..") else rel
 
-    def finish(self, result: dict, proc: subprocess.Popen, wall: float, show_output: bool, keep: bool,
-               title: str) -> dict:
+    def finish(self, result: RunResult, proc: subprocess.Popen, wall: float, show_output: bool, keep: bool,
+               title: str) -> RunResult:
         """What every run's result carries: a write it tried outside its copy, or a change of the user's
         folder (a fail), the output tails, the wall time; the copy removed unless kept."""
         refused = self._refused_writes(result)
@@ -348,7 +349,8 @@ class Sandbox:
             if not exc or result.get("status") in ("ok", "max_steps"):  # else the script's error (the refusal?)
                 result["exception"] = {"type": "WroteOutsideCopy" if tried else "WroteOriginals", "file": None,
                                        "line": None, "source": None, "traceback": "", "message": cause}
-            where = {"file": exc.get("file"), "line": exc.get("line")} if exc and exc.get("file") else None
+            where: Where | None = ({"file": exc.get("file"), "line": exc.get("line")} if exc and exc.get("file")
+                                   else None)
             result["status"] = "wrote-originals"
             result["diagnosis"] = {"cause": cause, "rule": None, "rule_name": None, "where": where}
         result["wall_seconds"] = wall
@@ -367,7 +369,7 @@ class Sandbox:
 
 def run(spec: RunSpec, *, max_steps=None, seed=0, timeout=600.0, cwd=None, keep=False,
         show_output=False, threads=None, synthetic_data=False, clean_env=False, env_allow=(),
-        on_progress=None) -> dict:
+        on_progress=None) -> RunResult:
     """Run one script in a fresh child process; return its result dict.
     on_progress(line) gets the child's progress lines ({"steps", "loss"}) while it runs."""
     box = Sandbox.make(spec.script, cwd, "cpu2gpu-verify-", spec.root, keep)
@@ -400,20 +402,19 @@ def run(spec: RunSpec, *, max_steps=None, seed=0, timeout=600.0, cwd=None, keep=
     box.end(proc)  # the keeper ended what the run left; this ends what escaped it
     wall = time.perf_counter() - t0
 
-    result = None
+    result: RunResult | None = None
     if os.path.exists(box.result):
         with open(box.result) as f:
             result = json.load(f)
     if timed_out:
-        where = None
-        if result and result.get("exception"):
-            exc = result["exception"]
+        where: Where | None = None
+        if result and (exc := result.get("exception")):
             where = {"file": exc.get("file"), "line": exc.get("line")}
         result = result or _failed_result(spec, "timeout", "")
         result["status"] = "timeout"
         at = f" at {where['file']}:{where['line']}" if where and where.get("file") else ""
-        result["exception"] = dict(result.get("exception") or {}, type="Timeout",
-                                   message=f"stopped after {timeout:g} s{at}")
+        result["exception"] = {**(result.get("exception") or {}), "type": "Timeout",
+                               "message": f"stopped after {timeout:g} s{at}"}
         result["diagnosis"] = {"cause": f"the script did not finish within {timeout:g} s and was stopped{at}",
                                "rule": None, "rule_name": None, "where": where}
     elif result is None:

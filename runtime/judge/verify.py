@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from typing import cast
 
 from . import compare as cmp
 from . import distributed, reach
 from ..child.notebookrun import is_notebook
+from ..records import (BandMeasure, Comparison, Coverage, DeviceChoiceRecord, Divergence, MissingPackage, NeededData,
+                       Reason, RunResult, VerifyReport, Where)
 from .runner import RunSpec, run
 
 DEVICES = ("auto", "cuda", "cpu", "sim", "sim-mps", "mps", "xpu")
@@ -56,23 +59,23 @@ def plan(script: str, args: list, against: str | None, device: str, has_cuda: bo
     return specs
 
 
-def _reason(spec: RunSpec, cause: str, rule=None, rule_name=None, where=None) -> dict:
+def _reason(spec: RunSpec, cause: str, rule=None, rule_name=None, where=None) -> Reason:
     return {"run": spec.label, "cause": cause, "rule": rule, "rule_name": rule_name, "where": where}
 
 
-def _run_failure(spec: RunSpec, res: dict) -> dict:
+def _run_failure(spec: RunSpec, res: RunResult) -> Reason:
     diag = res.get("diagnosis")
     if diag:
         return _reason(spec, diag["cause"], diag.get("rule"), diag.get("rule_name"), diag.get("where"))
     exc = res.get("exception") or {}
     if res["status"] == "exit":
         return _reason(spec, f"the script exited with code {res.get('exit_code')}")
-    where = {"file": exc.get("file"), "line": exc.get("line")} if exc.get("file") else None
+    where: Where | None = {"file": exc.get("file"), "line": exc.get("line")} if exc.get("file") else None
     at = f" at {exc['file']}:{exc['line']}" if where else ""
     return _reason(spec, f"the script raised {exc.get('type')}: {exc.get('message')}{at}", where=where)
 
 
-def _no_step_cause(spec: RunSpec, res: dict) -> str:
+def _no_step_cause(spec: RunSpec, res: RunResult) -> str:
     cause = (f"no training step ran in the {spec.mode} run (0 optimizer steps): "
              f"nothing shows that the script trains on the device")
     if res.get("cpu_forward_calls"):
@@ -80,7 +83,7 @@ def _no_step_cause(spec: RunSpec, res: dict) -> str:
     return cause
 
 
-def _cpu_chosen_cause(spec, choice: dict) -> str:
+def _cpu_chosen_cause(spec, choice: DeviceChoiceRecord) -> str:
     """The model was moved, to the CPU the script chose (a flag not given, a device line without the GPU)."""
     first = choice["moved_to_cpu"][0]
     cause = (f"no module ran on the device in the {spec.mode} run: the script moved its model to the CPU, "
@@ -98,10 +101,10 @@ def _cpu_chosen_cause(spec, choice: dict) -> str:
     return cause
 
 
-def judge(specs: list, results: list, rtol=None, band_values: list | None = None) -> dict:
-    reasons: list[dict] = []
-    comparisons: list[dict] = []
-    errors: list[dict] = []
+def judge(specs: list, results: list[RunResult], rtol=None, band_values: list | None = None) -> VerifyReport:
+    reasons: list[Reason] = []
+    comparisons: list[Comparison] = []
+    errors: list[Reason] = []
     by_label = dict(zip((s.label for s in specs), results))
 
     for spec, res in zip(specs, results):
@@ -172,7 +175,7 @@ def judge(specs: list, results: list, rtol=None, band_values: list | None = None
                     spec, f"it recorded {len(res['losses'])} losses in {res['steps']} steps, "
                           f"{ref_spec.label} {len(ref['losses'])} in {ref['steps']}"))
             if not c["ok"]:
-                d = c["first_divergence"]
+                d = cast(Divergence, c["first_divergence"])  # set where the runs part
                 if c["method"] == "step":
                     cause = (f"the losses part from {ref_spec.label} at step {d['step']}: {d['value']:.6g} against "
                              f"{d['reference']:.6g} (relative difference {d['rel_diff']:.2g} > "
@@ -184,8 +187,8 @@ def judge(specs: list, results: list, rtol=None, band_values: list | None = None
                              f"against {d['reference']:.6g}")
                 reasons.append(_reason(spec, cause))
 
-    coverage: list[dict] = []
-    unproven: list[dict] = []
+    coverage: list[Coverage] = []
+    unproven: list[Reason] = []
     if ref_spec is not None and ref is not None and ref["status"] in OK:
         for spec, res in zip(specs, results):
             if spec is ref_spec or spec.role != "migrated" or spec.nproc or res["status"] not in OK:
@@ -196,14 +199,15 @@ def judge(specs: list, results: list, rtol=None, band_values: list | None = None
             cov.update({"run": spec.label, "reference": ref_spec.label})
             coverage.append(cov)
             if cov["missing_count"]:
-                unproven.append(dict(_reason(
+                unproven.append({**_reason(
                     spec, f"{cov['missing_count']} of the {cov['ran']} lines that {ref_spec.label} ran did not run in "
                           f"{spec.label}, so they are not proven: {_missing_lines(cov)}",
-                    where={"file": cov["missing"][0]["file"], "line": cov["missing"][0]["line"]}), unproven=True))
+                    where={"file": cov["missing"][0]["file"], "line": cov["missing"][0]["line"]}), "unproven": True})
     for spec, res in zip(specs, results):
         stop = _cap_stop(res) if spec.role == "migrated" else None
         if stop is not None:
-            unproven.append(dict(_reason(spec, stop, where=(res["cap"].get("stopped_at") or None)), unproven=True))
+            unproven.append({**_reason(spec, stop, where=((res["cap"] or {}).get("stopped_at") or None)),
+                             "unproven": True})
 
     needs = needed_data(specs, results)
     data_reasons = [_reason(spec_of(specs, n["runs"][0]), f"needs data: {n['path']}{_hint(n, results)}",
@@ -219,12 +223,12 @@ def _reference_spec(specs: list) -> RunSpec | None:
     return next((s for s in specs if s.role == "original"), None) or next((s for s in specs if s.mode == "cpu"), None)
 
 
-def _parts_by_rounding(report: dict) -> bool:
+def _parts_by_rounding(report: VerifyReport) -> bool:
     """Whether a step-by-step comparison failed: then the original's own sensitivity to rounding decides."""
     return any(c["method"] == "step" and not c["ok"] for c in report["comparisons"])
 
 
-def _measure_band(specs: list, results: list, run_one) -> dict | None:
+def _measure_band(specs: list, results: list[RunResult], run_one) -> BandMeasure | None:
     """Run the reference again with the last bit of every op's result perturbed (band.py); its divergence from the
     reference, step by step, is the band. None when there is no reference that ran."""
     from ..steps import band
@@ -242,13 +246,13 @@ def _measure_band(specs: list, results: list, run_one) -> dict | None:
     return {"run": twin.label, "status": res["status"], "values": values, "max": max(values, default=None)}
 
 
-def _missing_lines(c: dict) -> str:
+def _missing_lines(c: Coverage) -> str:
     shown = [f"{m['file']}:{m['line']}" + (f" ({m['source'][:60]})" if m["source"] else "") for m in c["missing"][:3]]
     more = c["missing_count"] - len(shown)
     return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
 
 
-def _cap_stop(res: dict) -> str | None:
+def _cap_stop(res: RunResult) -> str | None:
     """Why a run capped by --max-steps proves nothing after a line: the cap had to end the run there."""
     cap = res.get("cap") or {}
     if res["status"] not in OK or cap.get("ended") not in ("loop", "ceiling"):
@@ -261,7 +265,7 @@ def _cap_stop(res: dict) -> str | None:
             f"more steps (--max-steps) or none let it run")
 
 
-def _missing_package_reason(spec: RunSpec, missing: dict) -> dict:
+def _missing_package_reason(spec: RunSpec, missing: MissingPackage) -> Reason:
     where = missing.get("where")
     at = f" at {where['file']}:{where['line']}" if where else ""
     reason = _reason(spec, f"the script imports `{missing['name']}`, which is not installed here "
@@ -270,7 +274,7 @@ def _missing_package_reason(spec: RunSpec, missing: dict) -> dict:
     return reason
 
 
-def _hint(needed: dict, results: list) -> str:
+def _hint(needed: NeededData, results: list[RunResult]) -> str:
     """A failed download without the stand-ins: they may replace it (a known data set's download)."""
     synthetic = any(r.get("synthetic") for r in results)
     return " (or run with --synthetic-data)" if needed.get("download") and not synthetic else ""
@@ -280,14 +284,14 @@ def spec_of(specs: list, label: str) -> RunSpec:
     return next(s for s in specs if s.label == label)
 
 
-def needed_data(specs: list, results: list) -> list:
+def needed_data(specs: list, results: list[RunResult]) -> list[NeededData]:
     """The data the runs stopped on, one entry per path, with the runs that needed it."""
-    by_path: dict = {}
+    by_path: dict[str, NeededData] = {}
     for spec, res in zip(specs, results):
         nd = res.get("needs_data")
         if res["status"] != NEEDS_DATA or not nd:
             continue
-        entry = by_path.setdefault(nd["path"], dict(nd, runs=[]))
+        entry = by_path.setdefault(nd["path"], {**nd, "runs": []})
         entry["runs"].append(spec.label)
     return list(by_path.values())
 
@@ -307,7 +311,7 @@ def _read_notebook(path: str) -> None:
 def verify(script: str, args=(), *, against=None, device="auto", max_steps=None, seed=0, timeout=600.0,
            jobs=None, rtol=None, cwd=None, keep=False, show_output=False, synthetic_data=False,
            clean_env=False, env_allow=(), progress=None, nproc=None, with_cpu=False, against_cwd=None,
-           reference=None, reference_band=None, root=None, device_flag=None) -> dict:
+           reference=None, reference_band=None, root=None, device_flag=None) -> VerifyReport:
     """Run `script` (and `against`) as planned; return the whole report as data.
     `progress` (a progressview.ProgressView) is told of each run as it goes.
     `nproc` (>= 2): run `script` under torchrun with that many ranks (runtime/distributed.py).
@@ -350,7 +354,7 @@ def verify(script: str, args=(), *, against=None, device="auto", max_steps=None,
     if progress:
         progress.start(script, device, specs, max_steps)
 
-    def one(spec):
+    def one(spec: RunSpec) -> RunResult:
         if spec.role == "original" and reference is not None:
             return reference
         on_progress = (lambda line: progress.update(spec.label, line)) if progress else None
@@ -374,7 +378,7 @@ def verify(script: str, args=(), *, against=None, device="auto", max_steps=None,
         out = judge(specs, results, rtol, measured["values"])
     if measured is not None:
         out["band"] = measured
-    out["runs"] = [dict(r, label=s.label, role=s.role, script=s.script) for s, r in zip(specs, results)]
+    out["runs"] = [{**r, "label": s.label, "role": s.role, "script": s.script} for s, r in zip(specs, results)]
     out["settings"] = {"script": script, "against": against, "args": list(args), "device": device,
                        "max_steps": max_steps, "seed": seed, "timeout": timeout, "jobs": jobs,
                        "synthetic_data": synthetic_data, "clean_env": clean_env, "env_allow": list(env_allow),

@@ -4,6 +4,10 @@ training ran (see stepcap)."""
 
 from __future__ import annotations
 
+from typing import cast
+
+from ..records import CapLoop, CapReport, VerifiedRun, VerifyReport
+
 
 def _at(w) -> str:
     return f"{w['file']}:{w['line']}" if w and w.get("file") else "?"
@@ -13,7 +17,7 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "es" if word.endswith("ss") or word.endswith("ch") else "s")
 
 
-def _ending(run: dict, cap: dict) -> str:
+def _ending(run: VerifiedRun, cap: CapReport) -> str:
     ended = cap["ended"]
     lines = _plural(cap["lines_after_cap"], "line")
     if ended == "end":
@@ -33,7 +37,7 @@ def _ending(run: dict, cap: dict) -> str:
     return f"the run then ended: {ended}"
 
 
-def _loop_line(loop: dict) -> str:
+def _loop_line(loop: CapLoop) -> str:
     text = (f"{_at(loop)}  {loop['role']}: {_plural(loop['passes'], 'pass')}, "
             f"{_plural(loop['batches'], 'batch')}, {_plural(loop['steps'], 'step')}")
     after = []
@@ -48,19 +52,19 @@ def _loop_line(loop: dict) -> str:
     return text
 
 
-def _shape(loops: list) -> list:
+def _shape(loops: list[CapLoop]) -> list:
     return [{k: v for k, v in loop.items() if k != "file"} for loop in loops]
 
 
-def cap_lines(report: dict) -> list:
+def cap_lines(report: VerifyReport) -> list:
     runs = [r for r in report["runs"] if r.get("cap")]
     if not runs:
         return []
-    n = runs[0]["cap"]["max_steps"]
+    n = cast(CapReport, runs[0]["cap"])["max_steps"]
     out = ["", f"  --max-steps {n}: the training is capped at {n} training steps, the rest of the script runs on:"]
     previous = None
     for run in runs:
-        cap = run["cap"]
+        cap = cast(CapReport, run["cap"])  # the runs with a cap
         if not cap["reached"]:
             out.append(f"    {run['label']}: ended after {run.get('steps', 0)} steps, before the cap")
             continue

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import cast
+
+from ..records import Comparison, ParamMismatch, VerifyReport
+
 
 def _g(x, spec=".6g"):
     return "-" if x is None else format(x, spec)
 
 
-def how_alike(c: dict) -> str:
+def how_alike(c: Comparison) -> str:
     """The pass line's account of a distributed comparison."""
     text = f"the same loss trend (mean over the ranks) over {c['compared']} steps"
     if c.get("head_rel_diff") is not None:
@@ -16,7 +20,7 @@ def how_alike(c: dict) -> str:
     return text
 
 
-def lines(report: dict) -> list:
+def lines(report: VerifyReport) -> list:
     comps = {c["run"]: c for c in report["comparisons"]}
     out = []
     for run in report["runs"]:
@@ -37,7 +41,7 @@ def lines(report: dict) -> list:
             out.append(f"    parameters: equal on every rank after each of {n} steps "
                        f"(max rel diff {d['param_max_rel_diff']:.2g}; float64 sum and sum of squares)")
         else:
-            m = d["param_first_mismatch"]
+            m = cast(ParamMismatch, d["param_first_mismatch"])  # set where the parameters are not equal
             out.append(f"    parameters: differ after step {m['step']} between ranks "
                        f"{', '.join(map(str, m['ranks']))} (rel diff {m['rel_diff']:.2g}; {n} steps compared)")
         c = comps.get(run["label"])

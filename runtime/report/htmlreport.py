@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import math
 
+from ..records import VerifiedRun, VerifyReport
 from .report import _EVENTS, _STATUS, _pass_lines, coverage_lines, device_calls, run_rows, summary
 
 WIDTH, HEIGHT = 900, 380
@@ -71,7 +72,7 @@ def _linear_ticks(lo: float, hi: float) -> list:
     return [start + i * step for i in range(int((hi - start) / step + 1e-9) + 1)]
 
 
-def _series(runs: list) -> list:
+def _series(runs: list[VerifiedRun]) -> list:
     """(run, [(step, loss)]) for each run with a finite loss; steps count from 1."""
     out = []
     for run in runs:
@@ -89,7 +90,7 @@ def _thin(points: list) -> list:
     return points[::stride] + ([points[-1]] if (len(points) - 1) % stride else [])
 
 
-def loss_plot(runs: list) -> str:
+def loss_plot(runs: list[VerifiedRun]) -> str:
     series = _series(runs)
     if not series:
         return '<p id="no-losses">No loss was recorded (no <code>.backward()</code> call): nothing to plot.</p>'
@@ -168,7 +169,7 @@ def _legend(series: list) -> str:
 
 # -- the tables -----------------------------------------------------------------------------------
 
-def runs_table(report: dict) -> str:
+def runs_table(report: VerifyReport) -> str:
     rows = []
     for s, diff in run_rows(report):
         status = _STATUS.get(s["status"], s["status"])
@@ -179,7 +180,7 @@ def runs_table(report: dict) -> str:
             '<th>last loss</th><th>max rel diff</th></tr>' + "".join(rows) + "</table>")
 
 
-def step_times(report: dict) -> str:
+def step_times(report: VerifyReport) -> str:
     timed = [(run, summary(run, None)["ms_per_step"]) for run in report["runs"]]
     timed = [(run, ms) for run, ms in timed if ms is not None]
     if not timed:
@@ -199,7 +200,7 @@ def step_times(report: dict) -> str:
             'is not counted. A simulated device computes on the CPU: its times say nothing of a GPU.</p>')
 
 
-def audit_table(report: dict) -> str:
+def audit_table(report: VerifyReport) -> str:
     rows, events = [], []
     for run in report["runs"]:
         for m in run.get("modules", []):
@@ -224,7 +225,7 @@ def audit_table(report: dict) -> str:
 
 # -- the verdict ----------------------------------------------------------------------------------
 
-def verdict_section(report: dict) -> str:
+def verdict_section(report: VerifyReport) -> str:
     v = report["verdict"]
     items = []
     if v == "pass":
@@ -246,7 +247,7 @@ def verdict_section(report: dict) -> str:
             f'{e(VERDICTS.get(v, v.upper()))}</strong>' + (f"<ul>{body}</ul>" if body else "") + "</section>")
 
 
-def to_html(report: dict) -> str:
+def to_html(report: VerifyReport) -> str:
     s = report["settings"]
     title = f"cpu2gpu verify {s['script']}"
     settings = [f"device {s.get('device', '-')}"]

@@ -10,11 +10,12 @@ import os
 from cpu2gpu.sources.syntax import python_lines
 from cpu2gpu.sources.writing import WriteError, write_rewrite
 
+from ..records import MigrateReport, Round
 from .report import to_json as verify_json
 from .report import to_text as verify_text
 
 
-def _round_line(entry: dict) -> str:
+def _round_line(entry: Round) -> str:
     if entry["round"] == 0:
         files = ", ".join(entry["files"]) or "nothing to change"
         line = f"round 0: static rewrite: {files}"
@@ -32,13 +33,13 @@ def _round_line(entry: dict) -> str:
     return line
 
 
-def _how(entry: dict) -> str:
+def _how(entry: Round) -> str:
     return {"loop": "moved at the loop head", "assign": "moved where it is bound",
             "unpack": "moved after it is unpacked", "attribute": "registered as a buffer",
             "host": "copied to the host first", "rule": "fixed by the rule's own fix"}.get(entry["how"], "moved")
 
 
-def _ending(result: dict) -> str:
+def _ending(result: MigrateReport) -> str:
     rounds = len(result["rounds"]) - 1
     if result["proven"]:
         return (f"{result['script']}: proven: verify passes after the static rewrite and {rounds} repair "
@@ -49,7 +50,7 @@ def _ending(result: dict) -> str:
     return f"{result['script']}: not proven: {result['ending']}"
 
 
-def to_text(result: dict, diff: bool = True) -> str:
+def to_text(result: MigrateReport, diff: bool = True) -> str:
     out = [_ending(result), ""]
     out.extend(_round_line(e) for e in result["rounds"])
     if result["static_misses"]:
@@ -69,7 +70,7 @@ def to_text(result: dict, diff: bool = True) -> str:
     return "\n".join(out) + "\n"
 
 
-def unified_diff(result: dict) -> str:
+def unified_diff(result: MigrateReport) -> str:
     chunks = []
     for path, new in result["changed"].items():
         old = result["originals"][path]
@@ -82,7 +83,7 @@ def unified_diff(result: dict) -> str:
     return "".join(chunks)
 
 
-def to_json(result: dict) -> str:
+def to_json(result: MigrateReport) -> str:
     data = {k: v for k, v in result.items() if k not in ("changed", "originals")}
     # verify's report as verify --output-format json gives it: no run's executed lines or sources
     data["verify"] = json.loads(verify_json(result["verify"]))
@@ -91,7 +92,7 @@ def to_json(result: dict) -> str:
     return json.dumps(data, indent=2, default=str)
 
 
-def write_files(result: dict) -> tuple[list, list]:
+def write_files(result: MigrateReport) -> tuple[list, list]:
     """Each changed file written atomically, only if it still holds the bytes the migration read."""
     written, errors = [], []
     for path, new in result["changed"].items():

@@ -15,6 +15,8 @@ import threading
 import time
 from typing import Optional
 
+from ..records import RunResult
+
 PLAIN_EVERY_S = 2.0
 LIVE_EVERY_S = 0.1
 DEVICES = {"cpu": "cpu", "sim": "simulated cuda", "cuda": "cuda", "sim-mps": "simulated mps", "mps": "mps", "xpu": "xpu"}
@@ -85,7 +87,7 @@ class ProgressView:
                     self.printed[label] = now
                     self._write(self.lines[label] + "\n")
 
-    def done(self, label: str, result: dict) -> None:
+    def done(self, label: str, result: RunResult) -> None:
         with self.lock:
             mode = result.get("mode") or self.modes.get(label, "")
             device = DEVICES.get(mode, mode)

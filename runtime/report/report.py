@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import statistics
+from typing import Any
 
 from . import distributed_report
+from ..records import Comparison, VerifiedRun, VerifyReport
 from ..sandbox import isolation
 from .capreport import cap_lines
 
 
-def _ms_per_step(run: dict):
+def _ms_per_step(run: VerifiedRun):
     times = run.get("step_times") or []
     return statistics.median(times) * 1000 if times else None
 
@@ -19,7 +21,7 @@ def _fmt(x, spec=".6g"):
     return "-" if x is None else format(x, spec)
 
 
-def run_rows(report: dict):
+def run_rows(report: VerifyReport):
     """Each run's summary with its cell of the loss comparison: "(reference)", the trend's verdict, or
     the largest relative difference (the text report and the HTML report show the same table)."""
     comps = {c["run"]: c for c in report["comparisons"]}
@@ -36,7 +38,7 @@ def run_rows(report: dict):
         yield summary(run, c), diff
 
 
-def summary(run: dict, comparison: dict | None) -> dict:
+def summary(run: VerifiedRun, comparison: Comparison | None) -> dict:
     losses = run.get("losses") or []
     return {
         "label": run["label"], "role": run["role"], "script": run["script"], "mode": run["mode"],
@@ -48,9 +50,9 @@ def summary(run: dict, comparison: dict | None) -> dict:
     }
 
 
-def to_json(report: dict) -> str:
+def to_json(report: VerifyReport) -> str:
     comps = {c["run"]: c for c in report["comparisons"]}
-    out = {
+    out: dict[str, Any] = {
         "verdict": report["verdict"],
         "reasons": report["reasons"],
         "settings": report["settings"],
@@ -76,7 +78,7 @@ def to_json(report: dict) -> str:
     return json.dumps(out, indent=2)
 
 
-def isolation_of(report: dict) -> dict | None:
+def isolation_of(report: VerifyReport) -> dict | None:
     """How the runs were confined (isolation.py): the weakest run's record, since that one says what held."""
     records = [run["isolation"] for run in report.get("runs", []) if run.get("isolation")]
     if not records:
@@ -90,7 +92,7 @@ def _table(rows: list, headers: list) -> list:
     return [line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows]
 
 
-def _audit_lines(run: dict) -> list:
+def _audit_lines(run: VerifiedRun) -> list:
     lines = []
     for m in run.get("modules", []):
         params = "parameters on " + ", ".join(m["param_devices"]) if m["param_devices"] else "no parameters"
@@ -117,7 +119,7 @@ _STEP_KINDS = {"optimizer": "optimizer steps", "in place": "updates by hand in p
                "hand-computed gradients": "updates by hand-computed gradients (no backward)"}
 
 
-def device_calls(run: dict) -> str:
+def device_calls(run: VerifiedRun) -> str:
     """The calls on the device as the sum of the audited (top-level) modules' calls; the run's
     total counts the nested modules' calls too, so it is named as such, not set beside them."""
     total = run["device_forward_calls"]
@@ -133,7 +135,7 @@ def device_calls(run: dict) -> str:
     return text
 
 
-def _pass_lines(report: dict) -> list:
+def _pass_lines(report: VerifyReport) -> list:
     runs = report["runs"]
     lines = ["verdict: PASS"]
     dev = next((r for r in runs if r["mode"] in ("cuda", "sim", "sim-mps", "mps", "xpu")), None)
@@ -171,7 +173,7 @@ def _pass_lines(report: dict) -> list:
     return lines
 
 
-def coverage_lines(report: dict) -> list:
+def coverage_lines(report: VerifyReport) -> list:
     """'every line ran: N of M lines the original ran were run in ...' per migrated run."""
     out = []
     for c in report.get("coverage", ()):
@@ -182,7 +184,7 @@ def coverage_lines(report: dict) -> list:
     return out
 
 
-def _synthetic_lines(report: dict) -> list:
+def _synthetic_lines(report: VerifyReport) -> list:
     """What the stand-ins made, once, and a warning if two runs did not see the same data."""
     if not report["settings"].get("synthetic_data"):
         return []
@@ -201,7 +203,7 @@ def _synthetic_lines(report: dict) -> list:
     return lines
 
 
-def _needs_data_lines(report: dict) -> list:
+def _needs_data_lines(report: VerifyReport) -> list:
     needs = report.get("needs_data", [])
     synthetic = report["settings"].get("synthetic_data")
     if all(n.get("download") for n in needs):
@@ -227,7 +229,7 @@ def _needs_data_lines(report: dict) -> list:
     return lines
 
 
-def to_text(report: dict) -> str:
+def to_text(report: VerifyReport) -> str:
     s = report["settings"]
     head = f"cpu2gpu verify {s['script']}" + (f" --against {s['against']}" if s["against"] else "")
     if s.get("device"):

@@ -31,6 +31,8 @@ import os
 import shutil
 import sys
 
+from ..records import RefusedWrite
+
 _SPAWN_EVENTS = {"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "pty.spawn"}
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 
@@ -42,7 +44,7 @@ class Sandbox:
         self.private = os.path.dirname(os.path.dirname(self.workdir))
         self.orig_root = os.path.realpath(orig_root)
         self._materialized = False
-        self.refused: list[dict] = []  # the writes refused, for the verdict
+        self.refused: list[RefusedWrite] = []  # the writes refused, for the verdict
 
     def _refuse(self, path: str, event: str, what: str) -> None:
         if len(self.refused) < 50:

@@ -36,6 +36,7 @@ import sys
 import weakref
 from typing import NoReturn
 
+from ..records import CapLoop, CapReport
 from ..tracing.linetrace import Lines
 
 
@@ -73,7 +74,7 @@ class Loop:
         self.passes = self.batches = self.steps = 0
         self.passes_after_cap = self.batches_after_cap = self.skipped_steps = 0
 
-    def as_dict(self, display) -> dict:
+    def as_dict(self, display) -> CapLoop:
         w = self.where
         return {"file": display(w["file"]) if w else None, "line": w["line"] if w else None,
                 "role": "training" if self.steps or self.skipped_steps else "evaluation",
@@ -254,7 +255,7 @@ class StepCap:
 
     # -- the result ----------------------------------------------------------------
 
-    def report(self, status: str, stop_reason: str | None, display) -> dict:
+    def report(self, status: str, stop_reason: str | None, display) -> CapReport:
         self.lines.stop()
         if not self.capped:
             ended = None
