@@ -3,7 +3,7 @@
     python3 benchmarks/gpu_check.py --out gpu_check.json              # on a machine with one CUDA GPU
     python3 benchmarks/gpu_check.py --device sim --out gpu_check.json  # here: the same plumbing, sim in place of CUDA
 
-Every figure of verify and migrate rests on the simulated device (runtime/sim.py). This runs, on one
+Every figure of verify and migrate rests on the simulated device (runtime/device/). This runs, on one
 real GPU and within a time budget, what shows whether that rests on rock:
 
   fidelity        every fixture with a known verdict (the bug reports' bug.py and fixed.py, the runtime
@@ -254,7 +254,7 @@ torch.backends.cudnn.allow_tf32 = False
 import cpu2gpu.runtime.device as device
 stand_in = types.ModuleType("cpu2gpu.runtime.device.sim")
 stand_in.install = lambda *args, **kwargs: None
-stand_in.rng_draws = lambda: 0
+stand_in.mirrored = lambda: 0  # no draws mirrored from the CPU: the real device draws its own
 sys.modules["cpu2gpu.runtime.device.sim"] = device.sim = stand_in
 sys.argv = [sys.argv[1]]
 runpy.run_path(sys.argv[0], run_name="__main__")
