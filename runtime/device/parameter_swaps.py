@@ -6,6 +6,11 @@ it does on real CUDA; a CPU Parameter cannot take a device wrapper by
 copies the checkpoint into the parameters in place, which works while an
 autograd graph holds them, where a swap is refused ("Expected use_count of t1
 to be 1 or 2 ..."), e.g. loading the best weights after the training loop.
+Where a module's move itself is refused (the old ``weight_norm`` keeps ``weight``
+computed from ``weight_g``: a graph that holds them), that module's parameters
+become new Parameter objects on the device, as torch does for a type it cannot
+set by ``.data =``: the move works as on CUDA, but an optimizer built before it
+keeps the old ones (the comparison of the losses then shows it).
 """
 
 from __future__ import annotations
@@ -22,10 +27,13 @@ _applying = threading.local()
 _orig_swap_tensors = torch.utils.swap_tensors
 
 
+_SWAP_REFUSED = "_apply(): Couldn't swap"
+
+
 def _swap_on_conversion() -> bool:
     if getattr(_loading, "depth", 0):
         return _script_swaps
-    return True
+    return not getattr(_applying, "replacing", False)
 
 
 def _set_swap_on_conversion(value: bool) -> None:
@@ -50,6 +58,15 @@ def _tracking_apply(orig):
         _applying.depth = getattr(_applying, "depth", 0) + 1
         try:
             return orig(self, *args, **kwargs)
+        except RuntimeError as e:
+            if not str(e).startswith(_SWAP_REFUSED) or getattr(_applying, "replacing", False):
+                raise
+            # this module's own parameters, once more, as new Parameters (the children are moved already)
+            _applying.replacing = True
+            try:
+                return orig(self, *args, **kwargs)
+            finally:
+                _applying.replacing = False
         finally:
             _applying.depth -= 1
 
