@@ -78,11 +78,29 @@ class ModuleRecord:
 
 def _non_leaf_attribute(module):
     """A tensor attribute computed from a parameter (``nn.Parameter(t).to(device)``): not registered,
-    never trained. The name, or None."""
+    never trained. The name, or None. One computed from the module's own parameters (the old
+    ``weight_norm``'s ``weight``, made again by a hook on each call) trains them: not one."""
+    own = {id(p) for p in module.parameters(recurse=False)}
     for name, value in vars(module).items():
-        if isinstance(value, torch.Tensor) and value.grad_fn is not None and not isinstance(value, torch.nn.Parameter):
+        if isinstance(value, torch.Tensor) and value.grad_fn is not None and not isinstance(value, torch.nn.Parameter) \
+                and not _leaves(value.grad_fn) & own:
             return name
     return None
+
+
+def _leaves(node, limit: int = 1000) -> set:
+    """The ids of the leaf tensors an autograd graph accumulates into (at most ``limit`` nodes read)."""
+    found, seen, todo = set(), set(), [node]
+    while todo and len(seen) < limit:
+        n = todo.pop()
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        variable = getattr(n, "variable", None)  # an AccumulateGrad node
+        if variable is not None:
+            found.add(id(variable))
+        todo.extend(next_node for next_node, _ in n.next_functions)
+    return found
 
 
 def _first_tensor(module):

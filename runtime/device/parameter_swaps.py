@@ -6,11 +6,10 @@ it does on real CUDA; a CPU Parameter cannot take a device wrapper by
 copies the checkpoint into the parameters in place, which works while an
 autograd graph holds them, where a swap is refused ("Expected use_count of t1
 to be 1 or 2 ..."), e.g. loading the best weights after the training loop.
-Where a module's move itself is refused (the old ``weight_norm`` keeps ``weight``
-computed from ``weight_g``: a graph that holds them), that module's parameters
-become new Parameter objects on the device, as torch does for a type it cannot
-set by ``.data =``: the move works as on CUDA, but an optimizer built before it
-keeps the old ones (the comparison of the losses then shows it).
+Where a module's move itself is refused because a tensor the module keeps holds a
+graph over its parameters (the old ``weight_norm`` keeps ``weight`` computed from
+``weight_g`` and ``weight_v``, and makes it again on every call), that tensor is
+detached and the move tried once more: the Parameter objects stay the same, as on CUDA.
 """
 
 from __future__ import annotations
@@ -33,7 +32,17 @@ _SWAP_REFUSED = "_apply(): Couldn't swap"
 def _swap_on_conversion() -> bool:
     if getattr(_loading, "depth", 0):
         return _script_swaps
-    return not getattr(_applying, "replacing", False)
+    return True
+
+
+def _detach_kept_graphs(module) -> bool:
+    """Detach the tensors the module keeps as plain attributes that hold an autograd graph; whether any."""
+    kept = [name for name, value in vars(module).items()
+            if isinstance(value, torch.Tensor) and value.grad_fn is not None
+            and not isinstance(value, torch.nn.Parameter)]
+    for name in kept:
+        module.__dict__[name] = module.__dict__[name].detach()
+    return bool(kept)
 
 
 def _set_swap_on_conversion(value: bool) -> None:
@@ -59,14 +68,9 @@ def _tracking_apply(orig):
         try:
             return orig(self, *args, **kwargs)
         except RuntimeError as e:
-            if not str(e).startswith(_SWAP_REFUSED) or getattr(_applying, "replacing", False):
+            if not str(e).startswith(_SWAP_REFUSED) or not _detach_kept_graphs(self):
                 raise
-            # this module's own parameters, once more, as new Parameters (the children are moved already)
-            _applying.replacing = True
-            try:
-                return orig(self, *args, **kwargs)
-            finally:
-                _applying.replacing = False
+            return orig(self, *args, **kwargs)  # its children are moved already; its own parameters now
         finally:
             _applying.depth -= 1
 
