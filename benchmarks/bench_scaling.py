@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -96,6 +97,14 @@ def main() -> None:
                         help="another cpu2gpu executable, timed in the same rounds (e.g. pin_engine.sh's)")
     parser.add_argument("--keep", type=Path, help="write the generated files to this folder and keep them")
     args = parser.parse_args()
+    scratch = Path(tempfile.mkdtemp(prefix="cpu2gpu-scaling-"))
+    try:
+        measure(args, scratch)
+    finally:
+        shutil.rmtree(scratch)
+
+
+def measure(args: argparse.Namespace, scratch: Path) -> None:
 
     tools = {"now": HERE_TOOL}
     for path in args.tool:
@@ -103,7 +112,6 @@ def main() -> None:
         tools[name] = path
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    scratch = Path(tempfile.mkdtemp(prefix="cpu2gpu-scaling-"))
     env["PYTHONPYCACHEPREFIX"] = str(scratch / "pycache")
     folder = args.keep or scratch
     folder.mkdir(parents=True, exist_ok=True)
