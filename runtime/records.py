@@ -335,6 +335,7 @@ class Reason(_ReasonBase, total=False):
     sim_limit: bool  # a limit of the simulated device (an error, not a fail)
     unproven: bool  # code the migrated run did not reach (the verdict "unproven")
     missing_package: str  # a package not installed here (an error): its import name
+    idle_original: bool  # the original trains nowhere here (0 steps): nothing to prove (an error)
 
 
 class Divergence(TypedDict, total=False):

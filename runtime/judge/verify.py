@@ -106,6 +106,7 @@ def judge(specs: list, results: list[RunResult], rtol=None, band_values: list | 
     comparisons: list[Comparison] = []
     errors: list[Reason] = []
     by_label = dict(zip((s.label for s in specs), results))
+    original = next((res for spec, res in zip(specs, results) if spec.role == "original"), None)
 
     for spec, res in zip(specs, results):
         if res["status"] == NEEDS_DATA:
@@ -121,7 +122,12 @@ def judge(specs: list, results: list[RunResult], rtol=None, band_values: list | 
             (errors if spec.role == "original" or limit else reasons).append(failure)
         elif spec.mode in DEVICE_MODES and res["device_forward_calls"] == 0 \
                 and not any(d != "cpu" for d in res.get("trained_devices", ())):
-            if not res.get("steps"):
+            if not res.get("steps") and original is not None and original["status"] in OK \
+                    and not original.get("steps") and not original.get("losses"):
+                # the original trains nowhere here either (its data, its options): there is nothing to prove
+                errors.append({**_reason(spec, "the original trains nowhere here either (0 optimizer steps in "
+                                               "its run): there is no training to compare"), "idle_original": True})
+            elif not res.get("steps"):
                 # Nothing trained, so nothing shows where the model is: a rule blamed here could be false.
                 reasons.append(_reason(spec, _no_step_cause(spec, res)))
             elif not res.get("modules") and res.get("trained_devices"):

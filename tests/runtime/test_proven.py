@@ -142,3 +142,15 @@ def test_an_rnn_within_the_measured_band_passes(fixtures_dir):
     assert c["band"]["used"] and c["max_rel_diff"] > 30 * 1e-5
     assert "the band the original's own rounding makes" in to_text(measured)
     assert fixed["verdict"] == "fail" and "band" not in fixed
+
+
+@pytest.mark.slow
+def test_an_original_that_trains_nowhere_here_leaves_nothing_to_prove(fixtures_dir):
+    """Its rows come from a file this folder lacks: the original ends well after 0 steps, and so does the
+    device run. That is not a failed migration (no rule to blame), but no proof either: an error."""
+    folder = _proven(fixtures_dir)
+    rep = _verify(folder, "trains_nowhere.py", "trains_nowhere.py")
+    assert rep["verdict"] == "error", rep["reasons"]
+    (reason,) = rep["reasons"]
+    assert reason["idle_original"] and reason["rule"] is None
+    assert reason["cause"].startswith("the original trains nowhere here either (0 optimizer steps")
