@@ -22,10 +22,13 @@ import libcst as cst
 
 from ..analysis import analyze
 from ..analysis.facts import Facts
+from ..engine import SourceError, rewrite_data, select_rules
 from ..rewrite.fixes import (Edit, InsertAfter, InsertAtLoopStart, Replace, add_keyword, apply_edits, chain_to, method_call,
                      plan_device_setup, replaced_by)
 from ..sources.syntax import python_syntax_error
 from ..analysis.torchapi import FACTORIES, TENSOR_ARGUMENT_FACTORIES
+from ..rules import RULES_BY_CODE
+from ..rules.runtimeside import REGISTERED_NAMES
 from .aliases import with_registered_names
 from .atuse import conversions_on_device, host_copies, moves_at_use, statement_at
 from .binding import Binding, Evidence, FileReading, find_binding, parameters_of, scope_of, target_names
@@ -74,13 +77,12 @@ def rule_fix(data: bytes, path: str, code: str, line: int) -> Optional[Repair]:
     """The engine's own fix of rule ``code`` in this file (unsafe ones too: the run that follows is the
     proof), for a cause a run located but no binding edit repairs: a layer kept in a plain list
     (CG109), a layer built in forward (CG111)."""
-    from ..engine import SourceError, rewrite_data, select_rules
-    from ..rules import RULES_BY_CODE
-
     if code not in RULES_BY_CODE:
         return None
     source = data
-    if code == "CG114":  # a list of the buffers' locals is the list of the buffers: written so, CG114 reads it
+    how = RULES_BY_CODE[code].runtime.repair
+    if how is not None and how.prepare == REGISTERED_NAMES:
+        # a list of the buffers' locals is the list of the buffers: written so, the rule (CG114) reads it
         try:
             named = with_registered_names(cst.parse_module(data))
         except cst.ParserSyntaxError:

@@ -35,6 +35,7 @@ from .cg402_save_on_every_rank import SaveOnEveryRank
 from .cg403_wrapper_state_dict import WrapperStateDict
 from .cg404_sampler_with_shuffle import SamplerWithShuffle
 from .cg405_load_without_rank_map_location import LoadWithoutRankMapLocation
+from .runtimeside import RuntimeRepair
 
 ALL_RULES: list[type[Rule]] = [
     ModelNotMoved,
@@ -73,4 +74,8 @@ ALL_RULES: list[type[Rule]] = [
 
 RULES_BY_CODE = {rule.code: rule for rule in ALL_RULES}
 
-__all__ = ["ALL_RULES", "RULES_BY_CODE", "Hit", "Invalid", "Rule", "RuleContext"]
+# The codes whose cause, once a run located it, migrate repairs, and the edit it makes (each rule's runtime side).
+RUNTIME_REPAIRS: dict[str, RuntimeRepair] = {
+    rule.code: rule.runtime.repair for rule in ALL_RULES if rule.runtime.repair is not None}
+
+__all__ = ["ALL_RULES", "RULES_BY_CODE", "RUNTIME_REPAIRS", "Hit", "Invalid", "Rule", "RuleContext"]

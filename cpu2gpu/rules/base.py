@@ -11,6 +11,7 @@ from ..analysis.core import Scope
 from ..analysis.facts import Facts, Place
 from ..rewrite.fixes import DeviceSetup, Fix, add_keyword, chain_to, method_call
 from ..analysis.syntaxindex import SyntaxIndex, syntax_index
+from .runtimeside import RuntimeSide
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,8 @@ class Rule:
     # Performance rules (CG3xx) leave a script that already places itself on the device alone,
     # unless the user asked for them by a code or prefix that names them (CG3, CG301).
     only_for_cpu_scripts_unless_selected: ClassVar[bool] = False
+    # How a run shows the mistake, and the edit migrate makes for it or why none (runtimeside.py): every rule says.
+    runtime: ClassVar[RuntimeSide]
     selected_explicitly: bool = False
     VALID: ClassVar[list[str]] = []
     INVALID: ClassVar[list[Invalid]] = []

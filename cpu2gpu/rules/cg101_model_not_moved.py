@@ -9,6 +9,7 @@ import libcst as cst
 from ..analysis.facts import Kind, Place
 from ..rewrite.fixes import Edit, Fix, InsertAfter, Replace
 from .base import Hit, Invalid, Rule, RuleContext, moved_to
+from .runtimeside import BINDING, CPU_MODULE, DEVICE_MISMATCH, RuntimeRepair, RuntimeSide, Symptom
 
 
 class ModelNotMoved(Rule):
@@ -31,6 +32,15 @@ class ModelNotMoved(Rule):
     code = "CG101"
     name = "model-not-moved"
     message = "module `{name}` is used but never moved to the device"
+    runtime = RuntimeSide(
+        symptoms=(Symptom(
+            "module", "a device mismatch where a module on the failing lines (the outermost) still has its weights "
+            "on the CPU, a device tensor is on its line, and the run never called it on the device",
+            "{name} ({type}) stayed on the CPU while {tensor} is on cuda:0 at {at}; move the model with .to(device)",
+            DEVICE_MISMATCH),),
+        records=("a device run that trained, in which no module ran forward on the device",),
+        repair=RuntimeRepair(BINDING, located=CPU_MODULE),
+    )
     VALID = [
         # a data transform's own layer, applied to what a data set's worker makes on the CPU
         "import torch\nfrom torch import nn\nfrom torchvision import transforms\nclass Blur:\n"

@@ -9,6 +9,7 @@ import libcst as cst
 from ..analysis.facts import Kind, Origin
 from ..rewrite.fixes import Fix, Replace
 from .base import Hit, Invalid, Rule, RuleContext, draws_with_generator, follows_input, keyword_added, moved_to
+from .runtimeside import BINDING, DEVICE_MISMATCH, TRAINED_TENSORS, RuntimeRepair, RuntimeSide, Symptom
 
 
 class TensorNotMoved(Rule):
@@ -34,6 +35,20 @@ class TensorNotMoved(Rule):
     code = "CG102"
     name = "tensor-not-moved"
     message = "tensor `{name}` stays on the CPU but meets {what} on the device"
+    runtime = RuntimeSide(
+        symptoms=(
+            Symptom("tensor", "a device mismatch where a tensor that a name on the failing line holds (in the "
+                      "function's own scope, not given to it) is on the CPU, and no other rule's case tells it",
+                      "{name} stayed on the CPU at {at}", DEVICE_MISMATCH),
+            Symptom("at-use", "a device mismatch where tensors read on the failing line through an object's "
+                      "attribute or a container's item are on the CPU, and a device tensor or module is on the line",
+                      "{names} stayed on the CPU at {at}, where {on_device} is on the device: moved where it is used",
+                      DEVICE_MISMATCH),
+        ),
+        records=("event cpu-input-to-device-module: a CPU tensor reached a module on the device",
+                 "a run with no module, whose optimizer trained tensors on the CPU"),
+        repair=RuntimeRepair(BINDING, located=TRAINED_TENSORS),
+    )
     VALID = [
         # torch.normal(mean, std) of a tensor is made where the mean is, and takes no device=
         "import torch\nmean = torch.zeros(3, device=device)\nmodel = torch.nn.Linear(3, 1).to(device)\n"

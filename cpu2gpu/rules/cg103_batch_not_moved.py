@@ -9,6 +9,7 @@ import libcst as cst
 from ..analysis.facts import Kind, Origin
 from ..rewrite.fixes import Edit, Fix, InsertAfter, InsertAtLoopStart, Replace
 from .base import Hit, Invalid, Rule, RuleContext, moved_to
+from .runtimeside import BINDING, DEVICE_MISMATCH, RuntimeRepair, RuntimeSide, Symptom
 
 
 class BatchNotMoved(Rule):
@@ -37,6 +38,13 @@ class BatchNotMoved(Rule):
     code = "CG103"
     name = "batch-not-moved"
     message = "batch variable `{name}` from a DataLoader is used without a move to the device"
+    runtime = RuntimeSide(
+        symptoms=(Symptom(
+            "batch", "a device mismatch where a CPU tensor on the failing line is a batch the DataLoader loop gave",
+            "{name} stayed on the CPU at {at}: a batch from the DataLoader loop was not moved to the device",
+            DEVICE_MISMATCH),),
+        repair=RuntimeRepair(BINDING),
+    )
     VALID = [
         "import torch\nfrom torch.utils.data import DataLoader\nmodel = torch.nn.Linear(2, 1).to(device)\n"
         "for x, y in DataLoader(ds):\n    x, y = x.to(device), y.to(device)\n    loss = model(x) - y\n",

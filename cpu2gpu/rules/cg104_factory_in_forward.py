@@ -11,6 +11,7 @@ from ..analysis.core import class_has_parameters
 from ..analysis.facts import Kind, Origin
 from ..rewrite.fixes import Fix, Replace
 from .base import Hit, Invalid, Rule, RuleContext, draws_with_generator, follows_input, keyword_added, method_called
+from .runtimeside import BINDING, DEVICE_MISMATCH, RuntimeRepair, RuntimeSide, Symptom
 
 
 class FactoryInForward(Rule):
@@ -37,6 +38,27 @@ class FactoryInForward(Rule):
     code = "CG104"
     name = "factory-in-forward"
     message = "`{code}` in `{method}()` is made on the CPU; give it the device of {source}"
+    runtime = RuntimeSide(
+        symptoms=(
+            Symptom("given-device-tensors", "a device mismatch where a tensor bound in a plain function is on the "
+                      "CPU on the failing line while an argument of the function is a device tensor",
+                      "{name} was created on the CPU in {func}() at {at}, which works on device tensors; "
+                      "create it with device={source}.device", DEVICE_MISMATCH),
+            Symptom("in-forward", "a device mismatch where a tensor bound in a module's method is on the CPU on "
+                      "the failing line",
+                      "{name} was created on the CPU in {owner}.{func}() at {at}; create it with device= "
+                      "(e.g. device=x.device)", DEVICE_MISMATCH),
+            Symptom("conversion", "a device mismatch where no value on the failing line is to blame, a device "
+                      "tensor is there, and the line makes a tensor from host data (torch.from_numpy, torch.tensor)",
+                      "a tensor made from host data at {at} stayed on the CPU; make it on the device ({source} is "
+                      "there)", DEVICE_MISMATCH),
+            Symptom("hidden", "an RNN given a hidden state on another device than its input, where no tensor made "
+                      "on the failing lines is to blame",
+                      "an RNN hidden state was created on the CPU at {at}; create it with device=",
+                      ("Input and hidden tensors are not at the same device",)),
+        ),
+        repair=RuntimeRepair(BINDING),
+    )
     VALID = [
         "import torch\nfrom torch import nn\nclass M(nn.Module):\n    def forward(self, x):\n"
         "        return x + torch.zeros(x.shape, device=x.device)\n",

@@ -9,6 +9,7 @@ import libcst as cst
 from ..analysis.facts import Kind
 from ..rewrite.fixes import Fix, Replace
 from .base import Hit, Invalid, Rule, RuleContext
+from .runtimeside import BINDING, DEVICE_MISMATCH, RuntimeRepair, RuntimeSide, Symptom
 
 
 class PlainTensorAttribute(Rule):
@@ -36,6 +37,14 @@ class PlainTensorAttribute(Rule):
     name = "plain-tensor-attribute"
     message = "`self.{attr}` is a plain tensor attribute: `.to(device)` leaves it on the CPU"
     fix_safety = "unsafe"
+    runtime = RuntimeSide(
+        symptoms=(Symptom(
+            "attribute", "a device mismatch where a CPU tensor on the failing line is a plain attribute of a module "
+            "(neither a parameter nor a buffer)",
+            "{name} is a plain tensor attribute of {owner}, so .to(device) did not move it; it stayed on the CPU at "
+            "{at} (register it with self.register_buffer)", DEVICE_MISMATCH),),
+        repair=RuntimeRepair(BINDING),
+    )
     VALID = [
         "import torch\nfrom torch import nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
         "        self.register_buffer('scale', torch.ones(4))\n    def forward(self, x):\n        return x * self.scale\n",

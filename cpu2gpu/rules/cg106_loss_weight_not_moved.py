@@ -7,6 +7,7 @@ from typing import Iterator
 from ..analysis.facts import Kind, Place
 from .base import Hit, Invalid, Rule, RuleContext
 from .cg101_model_not_moved import move_module
+from .runtimeside import DEVICE_MISMATCH, RULE_FIX, RuntimeRepair, RuntimeSide, Symptom
 
 
 class LossWeightNotMoved(Rule):
@@ -28,6 +29,14 @@ class LossWeightNotMoved(Rule):
     code = "CG106"
     name = "loss-weight-not-moved"
     message = "loss `{name}` holds tensor arguments on the CPU; move it to the device"
+    runtime = RuntimeSide(
+        symptoms=(Symptom(
+            "loss-weight", "a device mismatch where a loss on the failing line keeps its weight or pos_weight "
+            "buffer on the CPU",
+            "the loss weight {name}.{weight} ({type}) stayed on the CPU at {at}; move the criterion or its weight "
+            "to the device", DEVICE_MISMATCH),),
+        repair=RuntimeRepair(RULE_FIX),
+    )
     VALID = [
         "import torch\nfrom torch import nn\ncriterion = nn.CrossEntropyLoss()\nloss = criterion(out, y)\n",
         "import torch\nfrom torch import nn\nw = torch.ones(3)\ncriterion = nn.CrossEntropyLoss(weight=w).to(device)\n"

@@ -9,6 +9,7 @@ import libcst as cst
 from ..analysis.facts import Place
 from ..rewrite.fixes import Fix, Replace, method_call
 from .base import Hit, Invalid, Rule, RuleContext, method_called
+from .runtimeside import BINDING, RuntimeRepair, RuntimeSide, Symptom
 
 
 class NumpyOnDevice(Rule):
@@ -33,6 +34,13 @@ class NumpyOnDevice(Rule):
     code = "CG107"
     name = "numpy-on-device"
     message = "`.numpy()` of a tensor on the device; copy it to the CPU first"
+    runtime = RuntimeSide(
+        symptoms=(Symptom(
+            "numpy", "a TypeError: NumPy (or matplotlib) was handed a device tensor",
+            "a device tensor reached .numpy() at {at}; call .cpu() before .numpy()",
+            ("device type tensor to numpy",), raised="builtins.TypeError"),),
+        repair=RuntimeRepair(BINDING),
+    )
     VALID = [
         "import torch\nmodel = torch.nn.Linear(1, 1).to(device)\npred = model(x).detach().cpu().numpy()\n",
         "import torch\na = torch.zeros(3)\nprint(a.numpy())\n",

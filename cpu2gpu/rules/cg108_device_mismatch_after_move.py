@@ -10,6 +10,7 @@ from ..analysis.core import _CONTAINER_DISPLAYS
 from ..analysis.facts import Place
 from ..rewrite.fixes import Fix, Replace
 from .base import Build, Hit, Invalid, Rule, RuleContext, method_called
+from .runtimeside import DEVICE_MISMATCH, RULE_FIX, RuntimeRepair, RuntimeSide, Symptom
 
 
 class DeviceMismatchAfterMove(Rule):
@@ -34,6 +35,14 @@ class DeviceMismatchAfterMove(Rule):
     code = "CG108"
     name = "device-mismatch-after-move"
     message = "`{arg}` is on the {arg_place} but `{module}` was moved to the {module_place}"
+    runtime = RuntimeSide(
+        symptoms=(Symptom(
+            "moved-back", "a device mismatch where a module on the failing lines has its weights on the CPU while a "
+            "device tensor is on its line, and the run had called it on the device before (it was moved back)",
+            "{name} ({type}) was moved back to the CPU and then called with device tensors ({tensor} is on cuda:0) "
+            "at {at}; move the inputs too (e.g. {tensor}.cpu())", DEVICE_MISMATCH),),
+        repair=RuntimeRepair(RULE_FIX),
+    )
     VALID = [
         "import torch\nmodel = torch.nn.Linear(1, 1).to(device)\nx = torch.ones(1, device=device)\n"
         "model.cpu()\nmodel(x.cpu())\n",

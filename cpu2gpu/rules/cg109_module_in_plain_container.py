@@ -11,6 +11,7 @@ from ..analysis import classdefs
 from ..analysis.facts import Facts
 from ..rewrite.fixes import Fix, Replace
 from .base import Build, Hit, Invalid, Rule, RuleContext
+from .runtimeside import DEVICE_MISMATCH, RULE_FIX, RuntimeRepair, RuntimeSide, Symptom
 
 
 @dataclass(eq=False)
@@ -48,6 +49,21 @@ class ModuleInPlainContainer(Rule):
     fix_safety = "unsafe"
     message = "`self.{attribute}` keeps layers in a plain {kind}: `.to(device)`, `parameters()` and " \
               "`state_dict()` never see them; use `nn.{container}`"
+    runtime = RuntimeSide(
+        symptoms=(
+            Symptom("on-line", "a device mismatch where a module with CPU weights on the failing line is held in "
+                      "a plain list, tuple or dict attribute of the module whose method runs there",
+                      "{name} ({type}) is kept in the plain {container_type} self.{container}, so .to(device) did "
+                      "not move it; it stayed on the CPU at {at} (use nn.ModuleList / nn.ModuleDict)",
+                      DEVICE_MISMATCH),
+            Symptom("failing-layer", "a device mismatch raised in the forward of a layer with CPU weights, held in "
+                      "a plain list, tuple or dict attribute of the module that called it",
+                      "{type} is kept in the plain {container_type} self.{container} of {owner}, so .to(device) did "
+                      "not move it; it stayed on the CPU at {at} (use nn.ModuleList / nn.ModuleDict)",
+                      DEVICE_MISMATCH),
+        ),
+        repair=RuntimeRepair(RULE_FIX),
+    )
     VALID = [
         # each layer of the list is also registered under a name of its own
         "import torch\nfrom torch import nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"

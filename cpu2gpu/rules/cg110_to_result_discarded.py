@@ -8,6 +8,7 @@ import libcst as cst
 
 from ..rewrite.fixes import Fix, Replace
 from .base import Hit, Invalid, Rule, RuleContext
+from .runtimeside import DEVICE_MISMATCH, RULE_FIX, RuntimeRepair, RuntimeSide, Symptom
 
 
 class ToResultDiscarded(Rule):
@@ -30,6 +31,14 @@ class ToResultDiscarded(Rule):
     code = "CG110"
     name = "to-result-discarded"
     message = "`{call}` does not move `{target}` in place: tensors are copied; assign the result"
+    runtime = RuntimeSide(
+        symptoms=(Symptom(
+            "bare-move", "a device mismatch where a CPU tensor on the failing line was given `name.to(...)` or "
+            "`name.cuda()` as a statement of its own, earlier in the function",
+            "{name} stayed on the CPU at {at}: `{move}` at line {move_line} does not move it in place; "
+            "write `{name} = {move}`", DEVICE_MISMATCH),),
+        repair=RuntimeRepair(RULE_FIX),
+    )
     VALID = [
         "import torch\nmodel = torch.nn.Linear(2, 2)\nmodel.to(device)\n",
         "import torch\nx = torch.ones(2)\nx = x.to(device)\n",

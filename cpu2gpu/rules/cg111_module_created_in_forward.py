@@ -11,6 +11,7 @@ from ..analysis import classdefs
 from ..analysis.facts import Facts, Kind
 from ..rewrite.fixes import Fix, InsertAfter, Replace
 from .base import Hit, Invalid, Rule, RuleContext, parsed
+from .runtimeside import DEVICE_MISMATCH, RULE_FIX, RuntimeRepair, RuntimeSide, Symptom
 
 _CONSTANTS = (cst.Integer, cst.Float, cst.SimpleString)
 
@@ -45,6 +46,14 @@ class ModuleCreatedInForward(Rule):
     fix_safety = "unsafe"
     message = "`{layer}` is built on every call of `{method}()`: fresh CPU weights each step, never trained; " \
               "build it once in `__init__`"
+    runtime = RuntimeSide(
+        symptoms=(Symptom(
+            "built-in-method", "a device mismatch where a layer with CPU weights (on the failing line while a device "
+            "tensor is there, or the layer whose forward raised) is no submodule of the module whose method runs",
+            "{layer} is built inside {owner}.{func}() at {at}, with new CPU weights on every call; build it once in "
+            "__init__", DEVICE_MISMATCH),),
+        repair=RuntimeRepair(RULE_FIX),
+    )
     VALID = [
         "import torch\nfrom torch import nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
         "        self.fc = nn.Linear(4, 2)\n    def forward(self, x):\n        return nn.ReLU()(self.fc(x))\n",

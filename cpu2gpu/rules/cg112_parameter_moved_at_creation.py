@@ -9,6 +9,7 @@ import libcst as cst
 from ..analysis import torchapi as api
 from ..rewrite.fixes import Fix, Replace, add_keyword, chain_to
 from .base import Hit, Invalid, Rule, RuleContext
+from .runtimeside import RULE_FIX, RuntimeRepair, RuntimeSide, Symptom
 
 
 class ParameterMovedAtCreation(Rule):
@@ -36,6 +37,14 @@ class ParameterMovedAtCreation(Rule):
     code = "CG112"
     name = "parameter-moved-at-creation"
     message = "`{call}` is a plain tensor on the GPU, not a parameter: {advice}"
+    runtime = RuntimeSide(
+        symptoms=(Symptom(
+            "non-leaf", "the optimizer refuses a tensor that is not a leaf",
+            "the optimizer got a tensor that is not a leaf at {at}: nn.Parameter(...).to(device) returns a copy on "
+            "the GPU, not the parameter; move the data first", ("can't optimize a non-leaf Tensor",)),),
+        records=("event non-leaf-parameter: in a device run, a module holds a tensor computed from a parameter",),
+        repair=RuntimeRepair(RULE_FIX),
+    )
     VALID = [
         "import torch\nfrom torch import nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
         "        self.scale = nn.Parameter(torch.ones(1))\n",

@@ -10,6 +10,7 @@ from ..analysis import torchapi as api
 from ..analysis.facts import Facts, Origin, Place
 from ..rewrite.fixes import Fix, Replace, chain_to, method_call
 from .base import Hit, Invalid, Rule, RuleContext
+from .runtimeside import RULE_FIX, RuntimeRepair, RuntimeSide, Symptom
 
 # Random functions whose first argument is the tensor they draw from (its device is the draw's).
 _DRAW_FROM_INPUT = frozenset({"torch.multinomial", "torch.bernoulli", "torch.poisson", "torch.normal"})
@@ -38,6 +39,13 @@ class CpuGeneratorForDeviceDraw(Rule):
     code = "CG113"
     name = "cpu-generator-for-device-draw"
     message = "the CPU generator `{generator}` cannot draw on the device; draw on the CPU and move the result"
+    runtime = RuntimeSide(
+        symptoms=(Symptom(
+            "generator", "a draw on the device given a CPU torch.Generator",
+            "a CPU torch.Generator was used for a draw on the device at {at}; draw on the CPU with it and move the "
+            "result (torch.randn(..., generator=g).to(device))", ("Expected a 'cuda' device type for generator",)),),
+        repair=RuntimeRepair(RULE_FIX),
+    )
     VALID = [
         "import torch\ng = torch.Generator()\ng.manual_seed(0)\nloader = torch.utils.data.DataLoader(ds, shuffle=True, generator=g)\n"
         "noise = torch.randn(4, generator=g).to(device)\n",

@@ -12,6 +12,7 @@ from ..analysis import torchapi as api
 from ..analysis.facts import Facts
 from ..rewrite.fixes import Fix, replaced_by
 from .base import Hit, Invalid, Rule, RuleContext
+from .runtimeside import DEVICE_MISMATCH, REGISTERED_NAMES, RULE_FIX, RuntimeRepair, RuntimeSide, Symptom
 
 _MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "sort",
                        "reverse"})
@@ -51,6 +52,15 @@ class StaleAliasOfBuffers(Rule):
     name = "stale-alias-of-buffers"
     message = "`self.{attribute}` keeps the module's {what} {names} in a plain {kind}: `.to(device)` replaces them " \
               "and it keeps the old CPU tensors"
+    runtime = RuntimeSide(
+        symptoms=(Symptom(
+            "stale-copy", "a device mismatch where a CPU tensor on the failing line is held in a plain list, tuple "
+            "or dict attribute of the module and is none of its buffers now (.to() replaced them)",
+            "{name} is an old CPU copy of a buffer or parameter kept in the plain {container_type} self.{container}: "
+            ".to(device) replaced the buffer, not the copy, at {at}; read the buffer through its attribute",
+            DEVICE_MISMATCH),),
+        repair=RuntimeRepair(RULE_FIX, prepare=REGISTERED_NAMES),
+    )
     VALID = [
         "import torch\nfrom torch import nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
         "        self.register_buffer('a', torch.ones(1))\n        self.names = ['a']\n"

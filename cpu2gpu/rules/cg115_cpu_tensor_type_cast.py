@@ -9,6 +9,7 @@ import libcst as cst
 from ..analysis.facts import Place
 from ..rewrite.fixes import Fix, Replace, method_call
 from .base import Build, Hit, Invalid, Rule, RuleContext
+from .runtimeside import RuntimeSide
 
 
 class CpuTensorTypeCast(Rule):
@@ -35,6 +36,11 @@ class CpuTensorTypeCast(Rule):
     code = "CG115"
     name = "cpu-tensor-type-cast"
     message = "`.type({type})` copies the tensor to the CPU; use `.{method}()`, which keeps its device"
+    runtime = RuntimeSide(
+        unseen="the cast's CPU copy fails as a CPU tensor that met the device, which the diagnosis blames on the "
+               "tensor (CG102, CG104)",
+        unrepaired="a run locates the CPU tensor, not the cast: the binding edit of CG102 or CG104 moves it",
+    )
     VALID = [
         "import torch\nx = torch.zeros(3).type(torch.FloatTensor)\nprint(x.sum())\n",
         "import torch\nmodel = torch.nn.Linear(3, 1).to(device)\nx = torch.zeros(4, 3, device=device).float()\nmodel(x)\n",

@@ -12,6 +12,7 @@ from ..analysis.facts import Kind
 from ..rewrite.fixes import Fix, Replace, method_call
 from ..analysis.syntaxindex import SyntaxIndex
 from .base import Hit, Invalid, Rule, RuleContext, as_expression
+from .runtimeside import RuntimeSide
 
 # NumPy makes float64 unless told otherwise: these calls, without dtype=, give float64 arrays.
 _NUMPY_FLOAT64 = {"randn", "rand", "normal", "uniform", "random", "standard_normal", "random_sample",
@@ -84,6 +85,12 @@ class Float64OnDevice(Rule):
     code = "CG116"
     name = "float64-on-device"
     message = "`{code}` is float64 on the device: MPS refuses it and CUDA runs it many times slower; use float32"
+    runtime = RuntimeSide(
+        unseen="on a CUDA device float64 runs, only slower; Apple's MPS refuses it ('Cannot convert a MPS Tensor "
+               "to float64'), which the diagnosis names no rule for",
+        unrepaired="no located cause names it; round 0's rewrite applies the fix where the value meets a model "
+                   "(elsewhere float64 may be meant)",
+    )
     VALID = [
         # float64 that stays on the CPU
         "import numpy as np\nimport torch\na = np.random.randn(4, 3)\nx = torch.from_numpy(a)\nprint(x.sum())\n",

@@ -10,6 +10,7 @@ from ..analysis import torchapi as api
 from ..analysis.devicecode import keyword_value, places_on_device
 from ..analysis.syntaxindex import preorder
 from .base import Hit, Invalid, Rule, RuleContext
+from .runtimeside import RULE_FIX, RuntimeRepair, RuntimeSide, Symptom
 
 _DATASET_BASES = frozenset({"torch.utils.data.Dataset", "torch.utils.data.dataset.Dataset"})
 
@@ -43,6 +44,17 @@ class CudaInLoaderWorker(Rule):
     name = "cuda-in-loader-worker"
     message = ("`{call}` in `{where}` runs in the DataLoader's worker processes (num_workers > 0), where CUDA "
                "cannot be initialised; move the batch to the device in the training loop")
+    runtime = RuntimeSide(
+        symptoms=(Symptom(
+            "loader-worker", "a DataLoader worker process, forked after CUDA was initialised, uses CUDA (the "
+            "loader re-raises the worker's error with its traceback in the message)",
+            "{what} does CUDA work in a DataLoader worker process (num_workers > 0), forked from the training "
+            "process after it initialised CUDA: CUDA cannot be initialised again in a forked process (\"Cannot "
+            "re-initialize CUDA in forked subprocess\"); let the workers return CPU tensors and move the batch to "
+            "the device in the training loop",
+            ("Cannot re-initialize CUDA in forked subprocess",), pattern=r"in DataLoader worker process \d+"),),
+        repair=RuntimeRepair(RULE_FIX),
+    )
     VALID = [
         # no workers: the items are made in the training process
         "import torch\nfrom torch.utils.data import Dataset, DataLoader\n"

@@ -8,6 +8,7 @@ import libcst as cst
 
 from ..rewrite.fixes import Fix, Replace
 from .base import Build, Hit, Invalid, Rule, RuleContext, keyword_added, method_called, parsed
+from .runtimeside import RULE_FIX, RuntimeRepair, RuntimeSide, Symptom
 
 
 class HardcodedCuda(Rule):
@@ -31,6 +32,17 @@ class HardcodedCuda(Rule):
     code = "CG201"
     name = "hardcoded-cuda"
     message = "`{code}` requires CUDA; use the device variable so the script still runs on the CPU"
+    runtime = RuntimeSide(
+        symptoms=(Symptom(
+            "no-cuda", "CUDA asked for in a run without it (torch.cuda.is_available() is False); where the run has "
+            "the simulated GPU, the same words are a CUDA API the simulation lacks, which no rule is to blame for",
+            "the script requires CUDA at {at} and fails on a machine without a GPU; pick the device with "
+            "torch.cuda.is_available()",
+            ("Torch not compiled with CUDA enabled", "No CUDA GPUs are available", "Found no NVIDIA driver",
+             "no CUDA-capable device", "CUDA driver initialization failed",
+             "Cannot initialize CUDA without ATen_cuda library")),),
+        repair=RuntimeRepair(RULE_FIX),
+    )
     VALID = [
         "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\nx = torch.ones(1).to(device)\n",
         "import torch\nif torch.cuda.is_available():\n    x = torch.ones(1).cuda()\n",

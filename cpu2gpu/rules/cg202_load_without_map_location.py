@@ -7,6 +7,7 @@ from typing import Iterator
 from ..analysis.ddpcode import reading
 from ..rewrite.fixes import Fix, Replace
 from .base import Hit, Invalid, Rule, RuleContext, keyword_added
+from .runtimeside import RuntimeSide, Symptom
 
 
 class LoadWithoutMapLocation(Rule):
@@ -33,6 +34,14 @@ class LoadWithoutMapLocation(Rule):
     code = "CG202"
     name = "load-without-map-location"
     message = "`torch.load` without `map_location` fails on a machine without the GPU the file was saved on"
+    runtime = RuntimeSide(
+        symptoms=(Symptom(
+            "torch-load", "torch.load, in the failing traceback, meets tensors saved on a GPU in a run without CUDA",
+            "torch.load without map_location at {at} cannot read a GPU checkpoint on a machine without one; pass "
+            "map_location=device", ("Attempting to deserialize object on a CUDA device",)),),
+        unrepaired="it fails only where there is no GPU (the original's run, the CPU fallback), and migrate "
+                   "repairs what the device run locates; round 0's rewrite passes map_location",
+    )
     VALID = [
         "import torch\nstate = torch.load('m.pt', map_location=device)\n",
         "import torch\nstate = torch.load('m.pt', 'cpu')\n",

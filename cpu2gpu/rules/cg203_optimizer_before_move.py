@@ -7,6 +7,7 @@ from typing import Iterator
 from ..analysis.facts import Place
 from .base import Hit, Invalid, Rule, RuleContext
 from .cg101_model_not_moved import move_module
+from .runtimeside import DEVICE_MISMATCH, RULE_FIX, RuntimeRepair, RuntimeSide, Symptom
 
 
 class OptimizerBeforeMove(Rule):
@@ -37,6 +38,14 @@ class OptimizerBeforeMove(Rule):
     code = "CG203"
     name = "optimizer-before-move"
     message = "optimizer built from `{name}` before `{name}` is moved to the device; move the model first"
+    runtime = RuntimeSide(
+        symptoms=(Symptom(
+            "optimizer-state", "a device mismatch on a line that calls .step(, where an optimizer there holds state "
+            "on the CPU for parameters on the device",
+            "the optimizer {optimizer} holds state on the CPU while its parameters are on the device at {at}: it "
+            "was built, or its state loaded, before the model was moved; move the model first", DEVICE_MISMATCH),),
+        repair=RuntimeRepair(RULE_FIX),
+    )
     VALID = [
         "import torch\nmodel = torch.nn.Linear(1, 1).to(device)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n",
     ]

@@ -9,6 +9,7 @@ import libcst as cst
 from ..rewrite.fixes import Fix, Replace
 from .base import Hit, Invalid, Rule, RuleContext
 from .cg206_cuda_call_in_accelerator_script import accelerator_active
+from .runtimeside import RuntimeSide
 
 
 class UnguardedCudaCall(Rule):
@@ -32,6 +33,11 @@ class UnguardedCudaCall(Rule):
     code = "CG204"
     name = "unguarded-cuda-call"
     message = "`{call}` needs a GPU; guard it with `torch.cuda.is_available()`"
+    runtime = RuntimeSide(
+        unseen="the call fails only where there is no GPU, where the diagnosis says the script requires CUDA (CG201)",
+        unrepaired="it fails only on the CPU fallback, and migrate repairs what the device run locates; round 0's "
+                   "rewrite guards the call",
+    )
     VALID = [
         "import torch\nif torch.cuda.is_available():\n    torch.cuda.synchronize()\n",
         "import torch\nif args.cuda:\n    torch.cuda.manual_seed_all(0)\n",

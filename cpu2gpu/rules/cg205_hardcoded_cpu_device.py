@@ -8,6 +8,7 @@ import libcst as cst
 
 from ..rewrite.fixes import Fix, Replace
 from .base import Hit, Invalid, Rule, RuleContext, parsed
+from .runtimeside import RuntimeSide
 
 
 class HardcodedCpuDevice(Rule):
@@ -29,6 +30,11 @@ class HardcodedCpuDevice(Rule):
     code = "CG205"
     name = "hardcoded-cpu-device"
     message = "device `{name}` is always the CPU; pick the GPU when there is one"
+    runtime = RuntimeSide(
+        unseen="nothing fails: the script runs on the CPU, which verify tells from its records (no module ran on "
+               "the device) without a line to blame",
+        unrepaired="no run names the line; round 0's rewrite makes the device variable pick the GPU",
+    )
     VALID = [
         "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n",
         # a CPU device kept beside the GPU one, to copy results back

@@ -8,6 +8,7 @@ import libcst as cst
 
 from ..rewrite.fixes import Fix, Replace, replaced_by, uses_accelerator_style
 from .base import Build, Hit, Invalid, Rule, RuleContext
+from .runtimeside import RuntimeSide
 
 # torch.cuda.X -> torch.accelerator.Y, where both raise (or both answer 0) without a GPU: the same
 # program on every machine.
@@ -124,6 +125,11 @@ class CudaCallInAcceleratorScript(Rule):
     code = "CG206"
     name = "cuda-call-in-accelerator-script"
     message = "`{call}` is CUDA only; use `{generic}` on every accelerator"
+    runtime = RuntimeSide(
+        unseen="the call fails only on an accelerator that is not CUDA, where the diagnosis says the script "
+               "requires CUDA (CG201)",
+        unrepaired="round 0's rewrite makes the call device-generic; the simulated CUDA device runs it as it is",
+    )
     VALID = [
         # the cuda device style: torch.cuda is the script's own API
         "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"

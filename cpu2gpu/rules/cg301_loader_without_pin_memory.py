@@ -9,6 +9,7 @@ import libcst as cst
 from ..analysis.facts import Kind, Origin
 from ..rewrite.fixes import Fix, Replace
 from .base import Hit, Invalid, Rule, RuleContext, keyword_added
+from .runtimeside import RuntimeSide
 
 
 class LoaderWithoutPinMemory(Rule):
@@ -32,6 +33,10 @@ class LoaderWithoutPinMemory(Rule):
     only_for_cpu_scripts_unless_selected = True
     name = "loader-without-pin-memory"
     message = "DataLoader batches go to the GPU: build it with `pin_memory=torch.cuda.is_available()`"
+    runtime = RuntimeSide(
+        unseen="a performance rule: nothing fails, the copies are only slower",
+        unrepaired="nothing fails; round 0's rewrite pins the loader's memory",
+    )
     VALID = [
         "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds, pin_memory=True)\n"
         "for x in loader:\n    x = x.to(device)\n",

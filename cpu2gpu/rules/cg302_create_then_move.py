@@ -8,6 +8,7 @@ import libcst as cst
 
 from ..rewrite.fixes import Fix, Replace, add_keyword
 from .base import Hit, Invalid, Rule, RuleContext, draws_with_generator
+from .runtimeside import RuntimeSide
 
 
 class CreateThenMove(Rule):
@@ -30,6 +31,10 @@ class CreateThenMove(Rule):
     only_for_cpu_scripts_unless_selected = True
     name = "create-then-move"
     message = "`{code}` is made on the CPU and then copied; pass `device=` to the factory"
+    runtime = RuntimeSide(
+        unseen="a performance rule: nothing fails, the tensor is only made twice",
+        unrepaired="nothing fails; round 0's rewrite makes the tensor on the device",
+    )
     VALID = [
         "import torch\ng = torch.Generator()\nnoise = torch.randn(4, 100, generator=g).to(device)\n",
         "import torch\nnoise = torch.randn(4, device=device)\n",

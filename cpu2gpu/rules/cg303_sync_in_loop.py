@@ -8,6 +8,7 @@ import libcst as cst
 
 from ..analysis.facts import Place
 from .base import Hit, Invalid, Rule, RuleContext
+from .runtimeside import RuntimeSide
 
 
 class SyncInLoop(Rule):
@@ -42,6 +43,10 @@ class SyncInLoop(Rule):
     message = "`{code}` waits for the GPU on every step"
     fix_safety = None
     default_enabled = False
+    runtime = RuntimeSide(
+        unseen="a performance hint: nothing fails, each step only waits for the device",
+        unrepaired="the rule has no fix",
+    )
     VALID = [
         "import torch\nfrom torch.utils.data import DataLoader\nmodel = torch.nn.Linear(1, 1).to(device)\n"
         "for i, (x, y) in enumerate(DataLoader(ds)):\n    loss = model(x.to(device))\n    if i % 10 == 0:\n"

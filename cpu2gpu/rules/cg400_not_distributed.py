@@ -7,6 +7,7 @@ from typing import Iterator
 import libcst as cst
 
 from .base import Hit, Invalid, Rule, RuleContext
+from .runtimeside import RuntimeSide
 
 _SCRIPT = (
     "import torch\nfrom torch.utils.data import DataLoader\n"
@@ -47,6 +48,10 @@ class NotDistributed(Rule):
     message = "{what}"
     fix_safety = None
     default_enabled = False
+    runtime = RuntimeSide(
+        unseen="a script that trains in one process runs as it is: nothing fails",
+        unrepaired="the rule has no fix (rewrite --distributed ddp makes the whole DDP migration)",
+    )
     VALID = [
         # no training step: nothing to distribute
         "import torch\nmodel = torch.nn.Linear(4, 1)\nprint(model(torch.randn(2, 4)))\n",

@@ -11,6 +11,7 @@ from ..analysis.devicecode import keyword_value
 from ..rewrite.fixes import Fix, InsertAtLoopStart
 from ..analysis.imports import dotted
 from .base import Hit, Invalid, Rule, RuleContext
+from .runtimeside import RuntimeSide
 
 _HEAD = ("import torch\nimport torch.distributed as dist\n"
          "from torch.utils.data import DataLoader\nfrom torch.utils.data.distributed import DistributedSampler\n"
@@ -53,6 +54,10 @@ class SamplerWithoutSetEpoch(Rule):
     name = "sampler-without-set-epoch"
     message = ("the DistributedSampler of `{loader}` is never given the epoch in this loop "
                "(`{call}`): every epoch sees the same order")
+    runtime = RuntimeSide(
+        unseen="nothing fails: each epoch sees the same order, which no run's diagnosis names",
+        unrepaired="nothing fails; round 0's rewrite calls set_epoch",
+    )
     VALID = [
         _HEAD + "sampler = DistributedSampler(ds)\nloader = DataLoader(ds, sampler=sampler)\n"
         "for epoch in range(3):\n    sampler.set_epoch(epoch)\n    for x in loader:\n        step(x)\n",

@@ -6,6 +6,7 @@ from typing import Iterator
 
 from ..analysis.ddpcode import mentions_rank, reading
 from .base import Hit, Invalid, Rule, RuleContext
+from .runtimeside import RuntimeSide
 
 _HEAD = ("import torch\nimport torch.distributed as dist\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
          "dist.init_process_group('nccl')\nmodel = DDP(net)\n")
@@ -45,6 +46,10 @@ class SaveOnEveryRank(Rule):
     message = ("`torch.save` runs on every rank: all processes write the same file at once; "
                "save on rank 0 only (`if dist.get_rank() == 0:`)")
     fix_safety = None
+    runtime = RuntimeSide(
+        unseen="the ranks' writes race only now and then, and no run's diagnosis names them",
+        unrepaired="the rule has no fix (the guard is the script's own rank variable)",
+    )
     VALID = [
         _HEAD + "if dist.get_rank() == 0:\n    torch.save(model.module.state_dict(), 'm.pt')\n",
         _HEAD + "def save(path):\n    if not is_main_process():\n        return\n"

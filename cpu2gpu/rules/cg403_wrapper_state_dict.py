@@ -10,6 +10,7 @@ from ..analysis.ddpcode import DDP_CLASSES, DdpReading, reading, walk
 from ..rewrite.fixes import Fix, Replace
 from ..analysis.imports import dotted
 from .base import Hit, Invalid, Rule, RuleContext
+from .runtimeside import RuntimeSide
 
 _HEAD = ("import torch\nimport torch.distributed as dist\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
          "dist.init_process_group('nccl')\n")
@@ -45,6 +46,10 @@ class WrapperStateDict(Rule):
     name = "wrapper-state-dict"
     message = ("`{name}.state_dict()` is the DistributedDataParallel wrapper's: its keys start with `module.`, "
                "which a plain model's `load_state_dict` refuses; save `{name}.module.state_dict()`")
+    runtime = RuntimeSide(
+        unseen="saving works; only a later load into a plain model fails, outside the run",
+        unrepaired="no run fails for it; round 0's rewrite saves the wrapped model's state dict",
+    )
     VALID = [
         _HEAD + "model = DDP(net)\ntorch.save(model.module.state_dict(), 'm.pt')\n",
         # the name is not the wrapper yet

@@ -10,6 +10,7 @@ from ..analysis.ddpcode import reading
 from ..analysis.devicecode import keyword_value
 from ..rewrite.fixes import Fix, Replace
 from .base import Hit, Invalid, Rule, RuleContext
+from .runtimeside import RuntimeSide
 
 _HEAD = ("import torch\nfrom torch.utils.data import DataLoader\n"
          "from torch.utils.data.distributed import DistributedSampler\n")
@@ -41,6 +42,10 @@ class SamplerWithShuffle(Rule):
     name = "sampler-with-shuffle"
     message = ("`shuffle=True` with a DistributedSampler: DataLoader raises \"sampler option is mutually exclusive "
                "with shuffle\"; drop it (the DistributedSampler shuffles by default)")
+    runtime = RuntimeSide(
+        unseen="the DataLoader's ValueError names no device, and the diagnosis leaves it to the script's traceback",
+        unrepaired="the diagnosis names no rule for it; round 0's rewrite drops shuffle=True",
+    )
     VALID = [
         _HEAD + "loader = DataLoader(ds, sampler=DistributedSampler(ds), shuffle=False)\n",
         _HEAD + "sampler = DistributedSampler(ds)\nloader = DataLoader(ds, sampler=sampler, shuffle=(sampler is None))\n",

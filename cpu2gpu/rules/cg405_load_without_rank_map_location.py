@@ -9,6 +9,7 @@ import libcst as cst
 from ..analysis.ddpcode import DdpReading, mentions_rank, reading, walk
 from ..rewrite.fixes import Fix, Replace
 from .base import Hit, Invalid, Rule, RuleContext, keyword_added
+from .runtimeside import RuntimeSide
 
 _HEAD = ("import os\nimport torch\nimport torch.distributed as dist\n"
          "from torch.nn.parallel import DistributedDataParallel as DDP\n")
@@ -43,6 +44,11 @@ class LoadWithoutRankMapLocation(Rule):
     name = "load-without-rank-map-location"
     message = ("`torch.load` without `map_location` in a distributed script: every rank loads the checkpoint "
                "onto the GPU it was saved from (GPU 0); give it the rank's device")
+    runtime = RuntimeSide(
+        unseen="in a distributed run every rank loads onto GPU 0, which fails only for lack of memory or later, "
+               "with no rule the diagnosis names",
+        unrepaired="no run names it; round 0's rewrite passes the rank's device as map_location",
+    )
     VALID = [
         _HEAD + "local_rank = int(os.environ['LOCAL_RANK'])\ndist.init_process_group('nccl')\n"
         "state = torch.load('m.pt', map_location=f'cuda:{local_rank}')\n",

@@ -28,6 +28,8 @@ from cpu2gpu.migration.deviceflags import opt_in_flag
 from cpu2gpu.notebooks.repairs import repair_cell
 from cpu2gpu.project.projectset import Project, find_root, project_seeds
 from cpu2gpu.analysis.seeds import NO_SEEDS
+from cpu2gpu.rules import RUNTIME_REPAIRS
+from cpu2gpu.rules.runtimeside import BINDING, CPU_MODULE, RULE_FIX, TRAINED_TENSORS
 
 from ..child.notebookrun import CELL_SEP, is_notebook, program_file
 from ..records import MigrateReport, Reason, Round, RunResult, StaticMiss, Unreached, VerifiedRun, VerifyReport
@@ -35,10 +37,10 @@ from .runner import choose_root, copy_tree
 from .verify import OK, VerifyError, verify
 
 MAX_ROUNDS = 8
-# What a run locates that an edit at the binding repairs (diagnose.subject's kinds).
-REPAIRABLE = ("CG101", "CG102", "CG103", "CG104", "CG105", "CG107")
-# Located causes that the rule's own fix repairs (in the file and at the line verify names).
-RULE_FIXED = ("CG106", "CG108", "CG109", "CG110", "CG111", "CG112", "CG113", "CG114", "CG117", "CG201", "CG203")
+# What a run locates that an edit at the binding repairs (diagnose.subject's kinds), and the located causes
+# that the rule's own fix repairs (in the file and at the line verify names): as each rule declares (its runtime side).
+REPAIRABLE = tuple(code for code, how in RUNTIME_REPAIRS.items() if how.edit == BINDING)
+RULE_FIXED = tuple(code for code, how in RUNTIME_REPAIRS.items() if how.edit == RULE_FIX)
 # Exit codes: proven, not proven (verify still fails), a usage error, cannot be judged here.
 EXIT_PROVEN, EXIT_UNPROVEN, EXIT_ERROR, EXIT_CANNOT_RUN = 0, 1, 2, 3
 
@@ -205,9 +207,10 @@ def evidence_of(report: Mapping[str, Any], draft: Draft, tried: set,
             continue
         diagnosis = device.get("diagnosis") or {}
         subject = diagnosis.get("subject") if diagnosis.get("cause") == reason["cause"] else None
-        if subject is None and reason["rule"] == "CG101":
+        located = RUNTIME_REPAIRS[reason["rule"]].located  # where the rule's value is found when none was located
+        if subject is None and located == CPU_MODULE:
             subject = _cpu_module(device)
-        if subject is None and reason["rule"] == "CG102" and script is not None and _trains_plain_tensors(device):
+        if subject is None and located == TRAINED_TENSORS and script is not None and _trains_plain_tensors(device):
             subject = {"name": "", "kind": "trained", "line": 0, "file": script}
         if not subject or not (subject.get("name") or subject.get("kind") in _UNNAMED_KINDS):
             continue
