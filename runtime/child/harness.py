@@ -90,7 +90,9 @@ def _non_leaf_attribute(module):
 
 def _leaves(node, limit: int = 1000) -> set:
     """The ids of the leaf tensors an autograd graph accumulates into (at most ``limit`` nodes read)."""
-    found, seen, todo = set(), set(), [node]
+    found: set[int] = set()
+    seen: set[int] = set()
+    todo = [node]
     while todo and len(seen) < limit:
         n = todo.pop()
         if n is None or id(n) in seen:
