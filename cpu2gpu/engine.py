@@ -231,7 +231,9 @@ _DEEP_STACK_BYTES = 512 * 1024 * 1024
 _DEEP_RECURSION_LIMIT = 60_000
 
 
-def _deep(func, *args):
+def run_with_deep_stack(func, *args):
+    """``func(*args)``; on a RecursionError, again on a thread with a deep stack and a high recursion limit
+    (SourceError when the tree is too deep even for that)."""
     try:
         return func(*args)
     except RecursionError:
@@ -363,7 +365,7 @@ def check_module(module: cst.Module, path: str, rules: Sequence[Rule], seeds: Se
                  facts: Optional[Facts] = None, device_expression: Optional[str] = None) -> list[Finding]:
     """``device_expression``: the device setup the fixes would add (the configured device style): what
     check reports is what rewrite would do."""
-    return _deep(_check_module, module, path, rules, seeds, facts, device_expression)
+    return run_with_deep_stack(_check_module, module, path, rules, seeds, facts, device_expression)
 
 
 def _check_module(module: cst.Module, path: str, rules: Sequence[Rule], seeds: Seeds = NO_SEEDS,
@@ -375,7 +377,7 @@ def _check_module(module: cst.Module, path: str, rules: Sequence[Rule], seeds: S
 def fix_module(module: cst.Module, path: str, rules: Sequence[Rule], unsafe_fixes: bool = False,
                device_expression: Optional[str] = None) -> cst.Module:
     """Apply every available fix at once; the result is parsed again before it is returned."""
-    new = _deep(_fixed_bytes, module, path, rules, unsafe_fixes, device_expression)
+    new = run_with_deep_stack(fixed_bytes, module, path, rules, unsafe_fixes, device_expression)
     if new is None:
         return module
     try:
@@ -389,7 +391,7 @@ def rewrite_data(data: bytes, path: str, rules: Sequence[Rule], unsafe_fixes: bo
     """The file's encoding and its bytes with the fixes applied (same encoding, BOM and line endings).
     ``seeds``: what the rest of the project says about this file (``project.project_seeds``)."""
     module = parse(data)
-    new = _deep(_fixed_bytes, module, path, rules, unsafe_fixes, device_expression, b"noqa" in data, seeds)
+    new = run_with_deep_stack(fixed_bytes, module, path, rules, unsafe_fixes, device_expression, b"noqa" in data, seeds)
     return module.encoding, data if new is None else new
 
 
@@ -414,9 +416,9 @@ def tally_fixes() -> Iterator[FixTally]:
         _TALLY = previous
 
 
-def _fixed_bytes(module: cst.Module, path: str, rules: Sequence[Rule], unsafe_fixes: bool,
-                 device_expression: Optional[str], has_noqa: Optional[bool] = None,
-                 seeds: Seeds = NO_SEEDS) -> Optional[bytes]:
+def fixed_bytes(module: cst.Module, path: str, rules: Sequence[Rule], unsafe_fixes: bool,
+                device_expression: Optional[str], has_noqa: Optional[bool] = None,
+                seeds: Seeds = NO_SEEDS) -> Optional[bytes]:
     """The module's bytes with every available fix applied, or None when no fix applies.
 
     The code is generated once (libcst's code generation costs about as much as a parse) and checked
@@ -467,8 +469,8 @@ def rewrite_source(code: Source, path: Optional[str] = None, select: Sequence[st
                    device_expression: Optional[str] = None) -> str:
     """The source with every fix applied (safe ones only unless ``unsafe_fixes``)."""
     module = parse(code)
-    new = _deep(_fixed_bytes, module, path or "<string>", select_rules(select, ignore), unsafe_fixes,
-                device_expression)
+    new = run_with_deep_stack(fixed_bytes, module, path or "<string>", select_rules(select, ignore), unsafe_fixes,
+                              device_expression)
     if new is None:
         return code if isinstance(code, str) else code.decode(module.encoding)
     return new.decode(module.encoding)

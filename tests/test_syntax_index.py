@@ -79,7 +79,7 @@ class _Order(cst.CSTVisitor):
         self._stack: list[cst.CSTNode] = []
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        if classdefs._searched(type(node)):
+        if classdefs.is_searched_type(type(node)):
             self.nodes.append(node)
             if self._stack:
                 self.parents[id(node)] = self._stack[-1]

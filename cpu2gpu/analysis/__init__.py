@@ -1,6 +1,7 @@
 """The analysis of one file (seeded with what the rest of its project says), as the facts every rule reads.
 
-- ``core``: scopes and small readings of nodes;
+- ``facts``: what the pass records, and the scopes of names;
+- ``core``: small readings of nodes and values;
 - ``statements``: the walk of statements and control flow;
 - ``expressions``: what expressions hold, calls of the file's own values;
 - ``torchcalls``: calls into torch and moves;
@@ -10,8 +11,8 @@
 """
 
 from .analyzer import Analyzer, analyze
-from .moduleclasses import _holds_state, _places_itself
+from .moduleclasses import class_holds_state, class_places_itself
 from .projectcalls import call_shape
-from .core import Scope
+from .facts import Scope
 
-__all__ = ["Analyzer", "Scope", "analyze", "call_shape", "_holds_state", "_places_itself"]
+__all__ = ["Analyzer", "Scope", "analyze", "call_shape", "class_holds_state", "class_places_itself"]

@@ -13,17 +13,17 @@ from typing import Optional, cast
 
 import libcst as cst
 
-from .facts import Facts, Kind, Place, Value
+from .facts import Facts, Kind, Place, Scope, Value
 from .imports import ImportTable
 from .seeds import NO_SEEDS, Seeds
 
-from .core import Deferred, Scope
+from .core import Deferred
 from .statements import StatementWalker
 from .expressions import ExpressionEvaluator
 from .torchcalls import TorchCalls
 from .moduleclasses import ModuleClasses
 from .projectcalls import ProjectCalls, call_shape
-from .moduleclasses import _holds_state, _places_itself
+from .moduleclasses import class_holds_state, class_places_itself
 
 
 class Analyzer(StatementWalker, ExpressionEvaluator, TorchCalls, ModuleClasses, ProjectCalls):
@@ -87,9 +87,9 @@ class Analyzer(StatementWalker, ExpressionEvaluator, TorchCalls, ModuleClasses, 
         facts = self.facts
         for value in facts.values:
             if value.kind is Kind.MODULE and value.class_value is not None:
-                if _places_itself(value.class_value):
+                if class_places_itself(value.class_value):
                     value.explicit = Place.DEVICE  # its __init__ puts its layers where they go
-                elif not _holds_state(value.class_value):
+                elif not class_holds_state(value.class_value):
                     value.stateful = False  # only a forward(): like nn.ReLU, nothing to move
         # A script that places values on the GPU itself is judged against its authors' placements: what
         # they left on the CPU is a finding only where it meets what they put on the device. (A device

@@ -100,15 +100,16 @@ _PUNCTUATION_FIELDS = frozenset({"lpar", "rpar", "leading_lines", "lines_after_d
                                  "relative", "lbracket", "rbracket", "lbrace", "rbrace", "first_colon",
                                  "second_colon", "operator"})
 _FIELDS: dict[type, tuple[str, ...]] = {}
-_SEARCHED: dict[type, bool] = {}  # node type -> is it yielded (a dict lookup: isinstance on libcst's ABCs is slow)
+# node type -> is it yielded (a dict lookup: isinstance on libcst's ABCs is slow); syntaxindex reads it too
+SEARCHED_BY_TYPE: dict[type, bool] = {}
 
 
-def _searched(kind: type) -> bool:
-    answer = _SEARCHED[kind] = issubclass(kind, cst.CSTNode) and not issubclass(kind, _PUNCTUATION)
+def is_searched_type(kind: type) -> bool:
+    answer = SEARCHED_BY_TYPE[kind] = issubclass(kind, cst.CSTNode) and not issubclass(kind, _PUNCTUATION)
     return answer
 
 
-def _fields(kind: type) -> tuple[str, ...]:
+def searched_fields(kind: type) -> tuple[str, ...]:
     names = _FIELDS[kind] = tuple(f.name for f in dataclasses.fields(kind)
                                   if not f.name.startswith("whitespace") and f.name not in _PUNCTUATION_FIELDS)
     return names
@@ -118,21 +119,21 @@ def child_nodes(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """A node's children that a search may look for (no whitespace, brackets or operator tokens), in
     field order rather than source order. Many times cheaper than libcst's ``children``, which runs a
     visitor."""
-    searched = _SEARCHED
+    searched = SEARCHED_BY_TYPE
     names = _FIELDS.get(type(node))
     if names is None:
-        names = _fields(type(node))
+        names = searched_fields(type(node))
     for name in names:
         value = getattr(node, name)
         kind = type(value)
         if kind is list or kind is tuple:
             for item in value:
                 wanted = searched.get(type(item))
-                if wanted or wanted is None and _searched(type(item)):
+                if wanted or wanted is None and is_searched_type(type(item)):
                     yield item
         else:
             wanted = searched.get(kind)
-            if wanted or wanted is None and _searched(kind):
+            if wanted or wanted is None and is_searched_type(kind):
                 yield value
 
 

@@ -1,4 +1,5 @@
-"""What every part of the analysis shares: the scopes of names and small readings of nodes."""
+"""What every part of the analysis shares: small readings of nodes and values, the roles of node types,
+and the queue of functions left to walk. (The scopes of names are in ``facts``.)"""
 
 from __future__ import annotations
 
@@ -13,71 +14,11 @@ if TYPE_CHECKING:  # Python 3.10's; only the type checker reads it
 from .classdefs import walk
 from .facts import Kind, Origin, Place, Value
 
-_TENSORISH = (Kind.TENSOR, Kind.BATCH)
+TENSORISH_KINDS = (Kind.TENSOR, Kind.BATCH)
 _GUARD_WORDS = ("cuda", "gpu", "is_available", "accelerator", "device")
-_DEVICE_PARAMETER_NAMES = frozenset({"device", "dev", "torch_device"})
+DEVICE_PARAMETER_NAMES = frozenset({"device", "dev", "torch_device"})
 
 Block = Union[cst.Module, cst.IndentedBlock, cst.SimpleStatementSuite, cst.BaseSuite]
-
-
-class Scope:
-    def __init__(self, parent: Optional["Scope"], function: Optional[cst.FunctionDef] = None,
-                 owner: Optional[Value] = None) -> None:
-        self.parent = parent
-        self.function = function
-        self.owner = owner  # a method's self: its class may keep the device (self.device)
-        self.params: list[str] = []
-        self.names: dict[str, Optional[Value]] = {}
-        self.device_names: list[str] = []
-        # name -> (time it was first bound, the top-level statement that binds it)
-        self.device_bindings: dict[str, tuple[int, Optional[cst.CSTNode]]] = {}
-
-    def has(self, name: str) -> bool:
-        scope: Optional[Scope] = self
-        while scope is not None:
-            if name in scope.names:
-                return True
-            scope = scope.parent
-        return False
-
-    def lookup(self, name: str) -> Optional[Value]:
-        scope: Optional[Scope] = self
-        while scope is not None:
-            if name in scope.names:
-                return scope.names[name]
-            scope = scope.parent
-        return None
-
-    def device_binding(self) -> Optional[tuple[str, int, Optional[cst.CSTNode], bool]]:
-        """The device variable in reach: (name, time bound, statement, bound at module level)."""
-        scope: Optional[Scope] = self
-        while scope is not None:
-            if scope.device_names:
-                name = scope.device_names[0]
-                time, stmt = scope.device_bindings.get(name, (0, None))
-                return name, time, stmt, scope.parent is None
-            cls = scope.owner.class_value if scope.owner is not None else None
-            if cls is not None and cls.device_attr is not None:
-                return f"{scope.params[0]}.{cls.device_attr}", 0, None, False
-            scope = scope.parent
-        return None
-
-    def module_parameter(self) -> Optional[str]:
-        """A parameter of this function that holds a module (or, in a method, a module the object
-        keeps: ``self.model``), to read the device from."""
-        for name in self.params:
-            value = self.names.get(name)
-            if value is not None and value.kind is Kind.MODULE and value.stateful and value.name != "self" \
-                    and has_parameters(value):
-                return name
-        if self.owner is not None and self.owner.kind is Kind.INSTANCE and self.params:
-            for attr, value in self.owner.attrs.items():
-                # a model the object was given (on the device already), never one it builds itself:
-                # self.net = Net().to(next(self.net.parameters()).device) would read self.net too early
-                if value is not None and value.kind is Kind.MODULE and value.stateful \
-                        and value.explicit is Place.DEVICE and not value.moves and has_parameters(value):
-                    return f"{self.params[0]}.{attr}"
-        return None
 
 
 def iterates_batches(cls: Optional[Value]) -> bool:
@@ -87,85 +28,69 @@ def iterates_batches(cls: Optional[Value]) -> bool:
     return cls is not None and cls.kind is Kind.CLASS and ("__next__" in cls.methods or "__iter__" in cls.methods)
 
 
-def has_parameters(value: Optional[Value]) -> bool:
-    """Whether a module certainly has parameters, so that ``next(module.parameters())`` cannot raise
-    StopIteration: an optimizer is given them (here or, for a stand-in, by the callers), a torch layer
-    with weights (``parameterized`` where it is built; not a container, which may be empty), or a class of the file whose ``__init__``
-    makes a layer with weights or an ``nn.Parameter``. A module with buffers only, a container, a class
-    of another file or one whose layers come from a function is not known to have any."""
-    if value is None or value.kind is not Kind.MODULE or not value.stateful:
-        return False
-    if value.trained or value.parameterized:
-        return True
-    return value.class_value is not None and class_has_parameters(value.class_value)
-
-
-def class_has_parameters(cls: Value, seen: Optional[set] = None) -> bool:
-    seen = set() if seen is None else seen
-    if id(cls) in seen:
-        return False
-    seen.add(id(cls))
-    return cls.parameterized or any(class_has_parameters(base, seen) for base in cls.stateful_bases)
-
-
-_EXPRESSION, _STATEMENT, _SMALL, _OTHER = "expression", "statement", "small statement", "other"
+# What a node type is to the analysis (``node_role``)
+EXPRESSION_ROLE, STATEMENT_ROLE, SMALL_STATEMENT_ROLE, OTHER_ROLE = \
+    "expression", "statement", "small statement", "other"
 _ROLES: dict[type, str] = {}
 
 
-def _role(kind: type) -> str:
+def node_role(kind: type) -> str:
     """What a node type is to the analysis, remembered per type (isinstance on libcst's ABCs is slow)."""
     role = _ROLES.get(kind)
     if role is None:
-        role = _ROLES[kind] = (_EXPRESSION if issubclass(kind, cst.BaseExpression) else
-                               _STATEMENT if issubclass(kind, cst.BaseStatement) else
-                               _SMALL if issubclass(kind, cst.BaseSmallStatement) else _OTHER)
+        role = _ROLES[kind] = (EXPRESSION_ROLE if issubclass(kind, cst.BaseExpression) else
+                               STATEMENT_ROLE if issubclass(kind, cst.BaseStatement) else
+                               SMALL_STATEMENT_ROLE if issubclass(kind, cst.BaseSmallStatement) else OTHER_ROLE)
     return role
 
 
-def _is_tensorish(value: Optional[Value]) -> TypeGuard[Value]:
-    return value is not None and value.kind in _TENSORISH
+def is_tensorish(value: Optional[Value]) -> TypeGuard[Value]:
+    """A tensor, or a loader's batch (``TENSORISH_KINDS``)."""
+    return value is not None and value.kind in TENSORISH_KINDS
 
 
-def _is_built_module(value: Optional[Value]) -> TypeGuard[Value]:
+def is_built_module(value: Optional[Value]) -> TypeGuard[Value]:
     """A model made here (``Net()``), which the rewrite can move where it is made."""
     return value is not None and value.kind is Kind.MODULE and value.origin is Origin.MODULE and value.stateful \
         and not value.weighted_loss
 
 
-def _tensors_of(value: Optional[Value]) -> list[Value]:
+def tensors_of(value: Optional[Value]) -> list[Value]:
     """The tensors a value stands for: itself, or the tensors of a returned tuple (h, c)."""
     if value is None:
         return []
     if value.kind is Kind.TUPLE:
-        return [e for e in value.elements if _is_tensorish(e)]
-    return [value] if _is_tensorish(value) else []
+        return [e for e in value.elements if is_tensorish(e)]
+    return [value] if is_tensorish(value) else []
 
 
-_PACK_PADDED = "torch.nn.utils.rnn.pack_padded_sequence"
+PACK_PADDED_SEQUENCE = "torch.nn.utils.rnn.pack_padded_sequence"
 
 # Python containers of tensors, written out: never a tensor themselves, so never given .to(device)
-_CONTAINER_DISPLAYS = (cst.List, cst.Tuple, cst.Set, cst.Dict, cst.ListComp, cst.SetComp, cst.DictComp,
-                       cst.GeneratorExp)
+CONTAINER_DISPLAYS = (cst.List, cst.Tuple, cst.Set, cst.Dict, cst.ListComp, cst.SetComp, cst.DictComp,
+                      cst.GeneratorExp)
 
 
-def _plain_args(node: cst.Call) -> Optional[list[cst.CSTNode]]:
+def plain_args(node: cst.Call) -> Optional[list[cst.CSTNode]]:
     """The argument expressions of a call, or None when one is unpacked (*args)."""
     if any(arg.star for arg in node.args):
         return None
     return [arg.value for arg in node.args]
 
 
-def _target_names(target: cst.BaseExpression) -> list[str]:
+def target_names(target: cst.BaseExpression) -> list[str]:
+    """The names an assignment target binds: ``x``, ``x, (y, *z)``; none for ``a.b`` or ``a[i]``."""
     if isinstance(target, cst.Name):
         return [target.value]
     if isinstance(target, (cst.Tuple, cst.List)):
-        return [name for element in target.elements for name in _target_names(element.value)]
+        return [name for element in target.elements for name in target_names(element.value)]
     if isinstance(target, cst.StarredElement):
-        return _target_names(target.value)
+        return target_names(target.value)
     return []
 
 
-def _string_value(node: cst.CSTNode) -> Optional[str]:
+def string_value(node: cst.CSTNode) -> Optional[str]:
+    """The text of a plain string literal (``"cuda:0"``), else None."""
     if type(node) is cst.SimpleString:
         try:
             evaluated = node.evaluated_value
@@ -175,7 +100,8 @@ def _string_value(node: cst.CSTNode) -> Optional[str]:
     return None
 
 
-def _device_string_place(text: str) -> Optional[Place]:
+def device_string_place(text: str) -> Optional[Place]:
+    """Where a device string puts a tensor: ``"cpu"`` the CPU, ``"cuda:1"``, ``"mps"``... the device."""
     text = text.strip().lower()
     if text == "cpu":
         return Place.CPU
@@ -184,12 +110,13 @@ def _device_string_place(text: str) -> Optional[Place]:
     return None
 
 
-def _is_cuda_literal(node: cst.CSTNode) -> bool:
-    text = _string_value(node)
+def is_cuda_literal(node: cst.CSTNode) -> bool:
+    """A string literal naming a CUDA device (``"cuda"``, ``"cuda:0"``)."""
+    text = string_value(node)
     return text is not None and text.strip().lower().split(":", 1)[0] == "cuda"
 
 
-def _mentions_guard(node: cst.CSTNode) -> bool:
+def mentions_gpu_guard(node: cst.CSTNode) -> bool:
     """Whether an ``if`` test looks at the GPU (``torch.cuda.is_available()``, ``use_cuda``...)."""
     for current in walk(node):
         kind = type(current)
@@ -203,21 +130,23 @@ def _mentions_guard(node: cst.CSTNode) -> bool:
     return False
 
 
-def _host_branch(test: cst.BaseExpression) -> str:
+def branch_without_gpu(test: cst.BaseExpression) -> str:
     """Which branch of ``if <GPU check>`` runs without a GPU: ``else``, or the body of ``if not use_cuda``."""
     if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
         return "body"
     return "orelse"
 
 
-def _leaves_block(suite: cst.BaseSuite) -> bool:
+def leaves_block(suite: cst.BaseSuite) -> bool:
+    """Whether a block ends by leaving it: ``return``, ``raise``, ``continue`` or ``break``."""
     last = suite.body[-1] if suite.body else None
     if isinstance(last, cst.SimpleStatementLine):
         last = last.body[-1] if last.body else None
     return isinstance(last, (cst.Return, cst.Raise, cst.Continue, cst.Break))
 
 
-def _call_kwarg(call: cst.Call, name: str) -> Optional[cst.Arg]:
+def keyword_arg(call: cst.Call, name: str) -> Optional[cst.Arg]:
+    """The argument a call gives by keyword ``name``, if any."""
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value == name:
             return arg

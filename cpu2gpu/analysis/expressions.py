@@ -9,24 +9,23 @@ from typing import Iterable, Optional, Sequence, Union, cast
 import libcst as cst
 
 from . import torchapi as api
-from .facts import Kind, Origin, Place, Use, Value
+from .facts import Kind, Origin, Place, Scope, Use, Value
 from .imports import dotted
 from .seeds import Exported
 
 from .parts import AnalysisParts
 from .core import (
-    Scope,
-    _TENSORISH,
-    _call_kwarg,
-    _device_string_place,
-    _host_branch,
-    _is_built_module,
-    _is_tensorish,
-    _mentions_guard,
-    _plain_args,
-    _string_value,
-    _target_names,
-    _tensors_of,
+    TENSORISH_KINDS,
+    branch_without_gpu,
+    device_string_place,
+    is_built_module,
+    is_tensorish,
+    keyword_arg,
+    mentions_gpu_guard,
+    plain_args,
+    string_value,
+    target_names,
+    tensors_of,
 )
 
 
@@ -60,7 +59,7 @@ class ExpressionEvaluator(AnalysisParts):
         return value
 
     def derived(self, node: cst.CSTNode, sources: Iterable[Optional[Value]]) -> Optional[Value]:
-        found = tuple(s for s in sources if s is not None and s.kind in (*_TENSORISH, Kind.DEVICE))
+        found = tuple(s for s in sources if s is not None and s.kind in (*TENSORISH_KINDS, Kind.DEVICE))
         if not found:
             return None
         return Value(Kind.TENSOR, node, sources=found, time=self.time)
@@ -69,11 +68,11 @@ class ExpressionEvaluator(AnalysisParts):
            operands: Optional[Sequence[cst.CSTNode]] = None, scope: Optional[Scope] = None) -> None:
         """Tensors meet in ``node``. ``operands`` are their expressions, where each is one tensor."""
         values = list(values)
-        tensors = tuple(t for v in values for t in _tensors_of(v))
+        tensors = tuple(t for v in values for t in tensors_of(v))
         if len(tensors) < 2 or self.host_depth:
             return  # (in the branch of a GPU check that runs without one, nothing meets the device)
         arg_nodes: tuple[cst.CSTNode, ...] = ()
-        if operands is not None and len(operands) == len(values) and all(_is_tensorish(v) or v is None for v in values):
+        if operands is not None and len(operands) == len(values) and all(is_tensorish(v) or v is None for v in values):
             pairs = [(v, n) for v, n in zip(values, operands) if v is not None]
             tensors = tuple(v for v, _ in pairs)
             arg_nodes = tuple(n for _, n in pairs)
@@ -112,14 +111,14 @@ class ExpressionEvaluator(AnalysisParts):
         if kind is cst.Subscript:
             return self.subscript(cast(cst.Subscript, node), scope)
         if kind is cst.SimpleString:
-            text = _string_value(node)
-            place = _device_string_place(text) if text is not None else None
+            text = string_value(node)
+            place = device_string_place(text) if text is not None else None
             return Value(Kind.DEVICE, node, explicit=place) if place is not None else None
         if kind is cst.IfExp:
             choice = cast(cst.IfExp, node)
             self.expr(choice.test, scope)
-            guarded = _mentions_guard(choice.test)
-            host_branch = _host_branch(choice.test) if guarded else None
+            guarded = mentions_gpu_guard(choice.test)
+            host_branch = branch_without_gpu(choice.test) if guarded else None
             self.guard_depth += guarded
             self.host_depth += host_branch == "body"
             try:
@@ -146,9 +145,9 @@ class ExpressionEvaluator(AnalysisParts):
             return Value(Kind.TENSOR, node, time=self.time, is_list=True)
         if kind in (cst.Tuple, cst.List):
             values = [self.expr(e.value, scope) for e in cast(Union[cst.Tuple, cst.List], node).elements]
-            if values and all(_is_built_module(v) for v in values) and self.method_context is None:
+            if values and all(is_built_module(v) for v in values) and self.method_context is None:
                 return self.module_group(node, cast("list[Value]", values))  # nets = [Net(), Net()]: none is None
-            return self.derived(node, [v for v in values if _is_tensorish(v)])
+            return self.derived(node, [v for v in values if is_tensorish(v)])
         if kind in (cst.ListComp, cst.GeneratorExp, cst.SetComp):
             return self.comprehension(cast(Union[cst.ListComp, cst.GeneratorExp, cst.SetComp], node), scope)
         if kind is cst.Lambda:
@@ -174,8 +173,8 @@ class ExpressionEvaluator(AnalysisParts):
         clause: Optional[cst.CompFor] = node.for_in
         while clause is not None:
             iterable = self.expr(clause.iter, inner)
-            element = self.derived(clause.iter, _tensors_of(iterable))
-            for name in _target_names(clause.target):
+            element = self.derived(clause.iter, tensors_of(iterable))
+            for name in target_names(clause.target):
                 inner.names[name] = element
                 if iterable is not None and iterable.kind is Kind.LOADER:
                     # sum(loss(model(x)) for (x,) in loader): batches moved where they are used.
@@ -187,9 +186,9 @@ class ExpressionEvaluator(AnalysisParts):
                 self.expr(condition.test, inner)
             clause = clause.inner_for_in
         value = self.expr(node.elt, inner)
-        if _is_built_module(value) and self.method_context is None:  # (in a module: its layers, see CG109)
+        if is_built_module(value) and self.method_context is None:  # (in a module: its layers, see CG109)
             return self.module_group(node, [value])  # [Net() for _ in range(k)]
-        return self.derived(node, [value]) if _is_tensorish(value) else None
+        return self.derived(node, [value]) if is_tensorish(value) else None
 
     def module_group(self, node: cst.CSTNode, modules: list[Value]) -> Value:
         """A Python list of models: one that is called stands for all of them, and each is moved where
@@ -227,7 +226,7 @@ class ExpressionEvaluator(AnalysisParts):
             return Value(Kind.TENSOR, node, output_of=(base, self.time), time=self.time)
         if base.kind is Kind.DEVICE and attr == "type":
             return base  # torch.accelerator.current_accelerator().type: "cuda", "mps"...
-        if base.kind in _TENSORISH:
+        if base.kind in TENSORISH_KINDS:
             if attr in api.TENSOR_ATTRIBUTES:
                 return self.derived(node, [base])
             if attr == "device":
@@ -258,7 +257,7 @@ class ExpressionEvaluator(AnalysisParts):
             return self.derived(node, [base])  # inputs[:, :-1]: part of the batch, where the batch is
         if base is None or base.kind is not Kind.TENSOR:
             return None
-        tensor_indices = [i for i in indices if _is_tensorish(i)]
+        tensor_indices = [i for i in indices if is_tensorish(i)]
         if tensor_indices:
             self.facts.uses.append(Use("index", node, self.time, (base, *tensor_indices)))
         return self.derived(node, [base])
@@ -271,9 +270,9 @@ class ExpressionEvaluator(AnalysisParts):
         return place, follows
 
     def device_arg_reading(self, node: cst.BaseExpression, scope: Scope) -> tuple[Optional[Place], Optional[Value]]:
-        text = _string_value(node)
+        text = string_value(node)
         if text is not None:
-            return _device_string_place(text), None
+            return device_string_place(text), None
         qual = self.imports.resolve(node)
         if qual is not None and api.is_dtype(qual):
             return None, None
@@ -286,7 +285,7 @@ class ExpressionEvaluator(AnalysisParts):
             if value.explicit is not None:
                 return value.explicit, None
             return None, value
-        if value is not None and value.kind in _TENSORISH:
+        if value is not None and value.kind in TENSORISH_KINDS:
             return None, value
         if isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.IfExp)):
             # args.device, a device parameter, get_device(): a device chosen elsewhere.
@@ -295,8 +294,8 @@ class ExpressionEvaluator(AnalysisParts):
 
     def call(self, node: cst.Call, scope: Scope) -> Optional[Value]:
         result = self.plain_call(node, scope)
-        generator = _call_kwarg(node, "generator")
-        if generator is not None and _is_tensorish(result) and isinstance(generator.value, (cst.Name, cst.Attribute)):
+        generator = keyword_arg(node, "generator")
+        if generator is not None and is_tensorish(result) and isinstance(generator.value, (cst.Name, cst.Attribute)):
             # A random draw with a generator (a DataLoader's or random_split's gives no tensor).
             drawn_by = self.expr(generator.value, scope)  # a lookup: nothing is recorded twice
             if drawn_by is not None and drawn_by.kind is Kind.GENERATOR and drawn_by.explicit is Place.CPU:
@@ -343,7 +342,7 @@ class ExpressionEvaluator(AnalysisParts):
                 if func.value == "list" and not node.args:
                     return Value(Kind.TENSOR, node, time=self.time, is_list=True)  # acc = list(), as []
                 if func.value in ("tuple", "list", "reversed", "sorted") and len(values) == 1:
-                    return self.derived(node, _tensors_of(first))  # the same tensors in a new container
+                    return self.derived(node, tensors_of(first))  # the same tensors in a new container
                 return None
             return self.qualified_call(node, qual, scope)
         if type(func) is cst.Subscript:
@@ -405,7 +404,7 @@ class ExpressionEvaluator(AnalysisParts):
                     and called_on.name != "self":
                 # model.decode(z): the tensors go into the module as in a call of it.
                 called_on.used = True
-                pairs = [(t, a.value) for v, a in zip(values, node.args) for t in _tensors_of(v)]
+                pairs = [(t, a.value) for v, a in zip(values, node.args) for t in tensors_of(v)]
                 if pairs:
                     self.facts.uses.append(Use("call", node, self.time, tuple(v for v, _ in pairs),
                                                tuple(n for _, n in pairs), module=called_on))
@@ -461,9 +460,9 @@ class ExpressionEvaluator(AnalysisParts):
             old = function.walk_params.get(name)
             if old is None or new is None or old is new:
                 continue
-            if _is_built_module(new) and old.kind is Kind.MODULE and new not in old.alternatives:
+            if is_built_module(new) and old.kind is Kind.MODULE and new not in old.alternatives:
                 old.alternatives.append(new)
-            elif _is_tensorish(new) and _is_tensorish(old):
+            elif is_tensorish(new) and is_tensorish(old):
                 self.facts.uses.append(Use("alias", node, self.time, (old, new)))
 
     def args(self, node: cst.Call, scope: Scope) -> list[Optional[Value]]:
@@ -485,17 +484,17 @@ class ExpressionEvaluator(AnalysisParts):
     def module_call(self, node: cst.Call, module: Value, scope: Scope) -> Optional[Value]:
         values = self.args(node, scope)
         if not module.stateful:
-            self.op(node, values, _plain_args(node), scope)
-            return self.derived(node, [v for v in values if _is_tensorish(v)])
+            self.op(node, values, plain_args(node), scope)
+            return self.derived(node, [v for v in values if is_tensorish(v)])
         module.used = True
-        if any(_is_tensorish(v) for v in values):
+        if any(is_tensorish(v) for v in values):
             module.fed_known_tensors = True
         elif node.args:
             module.fed_unknown_values = True  # self.blur(img): what img is, the analysis cannot tell
         cpu_inputs = module.class_value.cpu_inputs if module.class_value is not None else frozenset()
         pairs = [(t, a.value) for i, (v, a) in enumerate(zip(values, node.args))
                  if not (a.keyword is None and i in cpu_inputs) and not (a.keyword and a.keyword.value in cpu_inputs)
-                 for t in _tensors_of(v)]
+                 for t in tensors_of(v)]
         if not self.host_depth:
             self.facts.uses.append(
                 Use("call", node, self.time, tuple(v for v, _ in pairs), tuple(n for _, n in pairs), module=module))

@@ -8,6 +8,9 @@ Placement is judged *after the migration*: a value that nothing pins to a device
 "bound" for the device when it meets the model or a device tensor, and then counts
 as on the device, because the rewrite will move it there. That is how the checker
 reports, on a script with no device yet, what will break once it has one.
+
+A ``Scope`` is where names are bound (the module, a function's body): what each name holds, and the
+device variable in reach. Values and scopes refer to each other, so both live here.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 if TYPE_CHECKING:
-    from .core import Scope  # core imports this module
     from .imports import ImportTable
 
 
@@ -311,3 +313,86 @@ class Facts:
         for source in value.sources:
             found.extend(r for r in self.roots(source) if r not in found)
         return found
+
+
+class Scope:
+    """The names bound in the module or in one function, and the device variables among them."""
+
+    def __init__(self, parent: Optional["Scope"], function: Optional[cst.FunctionDef] = None,
+                 owner: Optional[Value] = None) -> None:
+        self.parent = parent
+        self.function = function
+        self.owner = owner  # a method's self: its class may keep the device (self.device)
+        self.params: list[str] = []
+        self.names: dict[str, Optional[Value]] = {}
+        self.device_names: list[str] = []
+        # name -> (time it was first bound, the top-level statement that binds it)
+        self.device_bindings: dict[str, tuple[int, Optional[cst.CSTNode]]] = {}
+
+    def has(self, name: str) -> bool:
+        scope: Optional[Scope] = self
+        while scope is not None:
+            if name in scope.names:
+                return True
+            scope = scope.parent
+        return False
+
+    def lookup(self, name: str) -> Optional[Value]:
+        scope: Optional[Scope] = self
+        while scope is not None:
+            if name in scope.names:
+                return scope.names[name]
+            scope = scope.parent
+        return None
+
+    def device_binding(self) -> Optional[tuple[str, int, Optional[cst.CSTNode], bool]]:
+        """The device variable in reach: (name, time bound, statement, bound at module level)."""
+        scope: Optional[Scope] = self
+        while scope is not None:
+            if scope.device_names:
+                name = scope.device_names[0]
+                time, stmt = scope.device_bindings.get(name, (0, None))
+                return name, time, stmt, scope.parent is None
+            cls = scope.owner.class_value if scope.owner is not None else None
+            if cls is not None and cls.device_attr is not None:
+                return f"{scope.params[0]}.{cls.device_attr}", 0, None, False
+            scope = scope.parent
+        return None
+
+    def module_parameter(self) -> Optional[str]:
+        """A parameter of this function that holds a module (or, in a method, a module the object
+        keeps: ``self.model``), to read the device from."""
+        for name in self.params:
+            value = self.names.get(name)
+            if value is not None and value.kind is Kind.MODULE and value.stateful and value.name != "self" \
+                    and has_parameters(value):
+                return name
+        if self.owner is not None and self.owner.kind is Kind.INSTANCE and self.params:
+            for attr, value in self.owner.attrs.items():
+                # a model the object was given (on the device already), never one it builds itself:
+                # self.net = Net().to(next(self.net.parameters()).device) would read self.net too early
+                if value is not None and value.kind is Kind.MODULE and value.stateful \
+                        and value.explicit is Place.DEVICE and not value.moves and has_parameters(value):
+                    return f"{self.params[0]}.{attr}"
+        return None
+
+
+def has_parameters(value: Optional[Value]) -> bool:
+    """Whether a module certainly has parameters, so that ``next(module.parameters())`` cannot raise
+    StopIteration: an optimizer is given them (here or, for a stand-in, by the callers), a torch layer
+    with weights (``parameterized`` where it is built; not a container, which may be empty), or a class of the file whose ``__init__``
+    makes a layer with weights or an ``nn.Parameter``. A module with buffers only, a container, a class
+    of another file or one whose layers come from a function is not known to have any."""
+    if value is None or value.kind is not Kind.MODULE or not value.stateful:
+        return False
+    if value.trained or value.parameterized:
+        return True
+    return value.class_value is not None and class_has_parameters(value.class_value)
+
+
+def class_has_parameters(cls: Value, seen: Optional[set] = None) -> bool:
+    seen = set() if seen is None else seen
+    if id(cls) in seen:
+        return False
+    seen.add(id(cls))
+    return cls.parameterized or any(class_has_parameters(base, seen) for base in cls.stateful_bases)

@@ -11,11 +11,11 @@ import libcst as cst
 from . import classdefs
 from . import torchapi as api
 from .classdefs import walk
-from .facts import Kind, Origin, Place, Value
+from .facts import Kind, Origin, Place, Scope, Value, has_parameters
 from .imports import dotted
 
 from .parts import AnalysisParts
-from .core import Scope, _PACK_PADDED, _call_kwarg, _string_value, has_parameters
+from .core import PACK_PADDED_SEQUENCE, keyword_arg, string_value
 
 
 class ModuleClasses(AnalysisParts):
@@ -28,9 +28,9 @@ class ModuleClasses(AnalysisParts):
         params = [p.name.value for p in (*forward.params.posonly_params, *forward.params.params)][1:]
         found: set = set()
         for node in walk(forward.body):
-            if not isinstance(node, cst.Call) or self.imports.resolve(node.func) != _PACK_PADDED:
+            if not isinstance(node, cst.Call) or self.imports.resolve(node.func) != PACK_PADDED_SEQUENCE:
                 continue
-            lengths = _call_kwarg(node, "lengths") or next(
+            lengths = keyword_arg(node, "lengths") or next(
                 (a for i, a in enumerate(a for a in node.args if a.keyword is None) if i == 1), None)
             name = _receiver_name(lengths.value) if lengths is not None else None
             if name is not None and name in params:
@@ -152,7 +152,7 @@ class ModuleClasses(AnalysisParts):
 
     def register_buffer(self, node: cst.Call, owner: Value, scope: Scope) -> None:
         values = self.args(node, scope)
-        name = _string_value(node.args[0].value) if node.args else None
+        name = string_value(node.args[0].value) if node.args else None
         for value in values[1:2]:
             if value is not None:
                 for root in self.facts.roots(value):
@@ -162,12 +162,15 @@ class ModuleClasses(AnalysisParts):
         return None
 
 
-def _holds_state(cls: Value) -> bool:
-    return cls.holds_state or any(_holds_state(base) for base in cls.stateful_bases)
+def class_holds_state(cls: Value) -> bool:
+    """Whether a module class of the file holds state, itself or through the classes of the file it inherits from."""
+    return cls.holds_state or any(class_holds_state(base) for base in cls.stateful_bases)
 
 
-def _places_itself(cls: Value) -> bool:
-    return cls.places_itself or any(_places_itself(base) for base in cls.stateful_bases)
+def class_places_itself(cls: Value) -> bool:
+    """Whether a module class of the file places its own submodules (``self.fc = nn.Linear(...).cuda(rank)``), itself
+    or through the classes of the file it inherits from."""
+    return cls.places_itself or any(class_places_itself(base) for base in cls.stateful_bases)
 
 
 def _receiver_name(node: cst.BaseExpression) -> Optional[str]:

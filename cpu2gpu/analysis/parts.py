@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence
 
 import libcst as cst
 
-from .facts import Facts, Hardcoded, Kind, Place, Value
+from .facts import Facts, Hardcoded, Kind, Place, Scope, Value
 from .imports import ImportTable
 from .seeds import Exported, Seeds
 
-from .core import Deferred, Scope
+from .core import Deferred
 
 
 class AnalysisParts:

@@ -8,11 +8,11 @@ from typing import Optional, Union, cast
 
 import libcst as cst
 
-from .facts import Facts, Kind, Origin, Place, Use, Value
+from .facts import Facts, Kind, Origin, Place, Scope, Use, Value, has_parameters
 from .seeds import CROSSING_KINDS, CallShape, Exported
 
 from .parts import AnalysisParts
-from .core import Scope, _TENSORISH, _tensors_of, has_parameters
+from .core import TENSORISH_KINDS, tensors_of
 
 
 class ProjectCalls(AnalysisParts):
@@ -27,7 +27,7 @@ class ProjectCalls(AnalysisParts):
             self.facts.uses.append(Use("train", node, self.time, module=value))
         if modules:
             # loss(net, x, y), evaluate(model, x): the tensors given with a model go into it
-            pairs = [(t, a.value) for v, a in zip(values, node.args) for t in _tensors_of(v)]
+            pairs = [(t, a.value) for v, a in zip(values, node.args) for t in tensors_of(v)]
             if pairs:
                 self.facts.uses.append(Use("call", node, self.time, tuple(v for v, _ in pairs),
                                            tuple(n for _, n in pairs), module=modules[0]))
@@ -171,7 +171,7 @@ def call_shape(node: cst.Call, values: list[Optional[Value]], facts: Facts) -> C
     def kind_of(value: Optional[Value]) -> Optional[str]:
         if value is None:
             return None
-        if value.kind in _TENSORISH:
+        if value.kind in TENSORISH_KINDS:
             return "device_tensor" if facts.place(value) is Place.DEVICE else "tensor"
         kind = value.kind.value
         return kind if kind in CROSSING_KINDS else None

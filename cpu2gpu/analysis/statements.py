@@ -10,27 +10,26 @@ import libcst as cst
 
 from . import torchapi as api
 from .classdefs import child_nodes, walk
-from .facts import Hardcoded, Kind, Origin, Place, Value
+from .facts import Hardcoded, Kind, Origin, Place, Scope, Value
 from .imports import dotted
 
 from .parts import AnalysisParts
 from .core import (
-    Scope,
+    CONTAINER_DISPLAYS,
+    DEVICE_PARAMETER_NAMES,
+    EXPRESSION_ROLE,
+    SMALL_STATEMENT_ROLE,
+    STATEMENT_ROLE,
+    branch_without_gpu,
+    is_cuda_literal,
+    is_tensorish,
     iterates_batches,
-    _CONTAINER_DISPLAYS,
-    _DEVICE_PARAMETER_NAMES,
-    _EXPRESSION,
-    _SMALL,
-    _STATEMENT,
-    _is_cuda_literal,
-    _is_tensorish,
-    _host_branch,
-    _leaves_block,
-    _mentions_guard,
-    _role,
-    _string_value,
-    _target_names,
-    _tensors_of,
+    leaves_block,
+    mentions_gpu_guard,
+    node_role,
+    string_value,
+    target_names,
+    tensors_of,
 )
 
 
@@ -40,8 +39,8 @@ class StatementWalker(AnalysisParts):
         try:
             for stmt in body:
                 self.statement(stmt, scope)
-                if isinstance(stmt, cst.If) and stmt.orelse is None and _leaves_block(stmt.body) \
-                        and _mentions_guard(stmt.test):
+                if isinstance(stmt, cst.If) and stmt.orelse is None and leaves_block(stmt.body) \
+                        and mentions_gpu_guard(stmt.test):
                     # if not torch.cuda.is_available(): return ... -> what follows runs with a GPU
                     guards += 1
                     self.guard_depth += 1
@@ -66,7 +65,7 @@ class StatementWalker(AnalysisParts):
             for small in cast(cst.SimpleStatementLine, stmt).body:
                 self.current_stmt = stmt
                 self.small(small, stmt, scope)
-        elif _role(kind) is _SMALL:  # the body of `if x: a = 1` on one line
+        elif node_role(kind) is SMALL_STATEMENT_ROLE:  # the body of `if x: a = 1` on one line
             self.small(cast(cst.BaseSmallStatement, stmt), stmt, scope)
         elif kind is cst.If:
             self.if_statement(cast(cst.If, stmt), scope)
@@ -75,7 +74,7 @@ class StatementWalker(AnalysisParts):
         elif kind is cst.While:
             loop = cast(cst.While, stmt)
             self.expr(loop.test, scope)
-            self.guarded_block(loop.body, scope, _mentions_guard(loop.test))
+            self.guarded_block(loop.body, scope, mentions_gpu_guard(loop.test))
             if loop.orelse is not None:
                 self.block(self.body_of(loop.orelse.body), scope)
         elif kind is cst.With:
@@ -83,7 +82,7 @@ class StatementWalker(AnalysisParts):
             for item in with_stmt.items:
                 value = self.expr(item.item, scope)
                 if item.asname is not None:
-                    self.bind(item.asname.name, value if _is_tensorish(value) else None, stmt, None, scope)
+                    self.bind(item.asname.name, value if is_tensorish(value) else None, stmt, None, scope)
             self.block(self.body_of(with_stmt.body), scope)
         elif isinstance(stmt, cst.Try) or isinstance(stmt, getattr(cst, "TryStar", cst.Try)):
             try_stmt = cast(cst.Try, stmt)  # or a TryStar: the same fields
@@ -117,12 +116,12 @@ class StatementWalker(AnalysisParts):
 
     def if_statement(self, stmt: cst.If, scope: Scope) -> None:
         self.expr(stmt.test, scope)
-        guarded = _mentions_guard(stmt.test)
+        guarded = mentions_gpu_guard(stmt.test)
         # self.x set in both branches of a method's `if` joins like a name does.
         owner = scope.owner if scope.owner is not None and scope.owner.kind in (Kind.MODULE, Kind.INSTANCE) else None
         before = dict(scope.names)
         attrs_before = dict(owner.attrs) if owner is not None else {}
-        host_branch = _host_branch(stmt.test) if guarded else None
+        host_branch = branch_without_gpu(stmt.test) if guarded else None
         self.host_depth += host_branch == "body"
         try:
             self.guarded_block(stmt.body, scope, guarded)
@@ -177,7 +176,7 @@ class StatementWalker(AnalysisParts):
                     a.alternatives.append(b)
             elif a is not None and b is not None and a.kind is b.kind is Kind.LOADER:
                 merged[name] = a  # train_loader or test_loader: either yields batches
-            elif _is_tensorish(a) and _is_tensorish(b) and a.explicit is None and b.explicit is None:
+            elif is_tensorish(a) and is_tensorish(b) and a.explicit is None and b.explicit is None:
                 # if ...: mask = torch.ones(n) else: mask = torch.zeros(n): either is read below
                 merged[name] = Value(Kind.TENSOR, a.node, sources=(a, b), time=self.time)
             elif (only := b if a is None else a if b is None else None) is not None \
@@ -207,10 +206,10 @@ class StatementWalker(AnalysisParts):
                 # a function of another file, in a tuple): its items are the step's batches, moved where
                 # they meet a device module, as a loader's are.
                 self.bind_loop_variables(target, stmt, scope, None)
-            elif _tensors_of(source):
+            elif tensors_of(source):
                 # for xb in torch.split(x, 10): the pieces of tensors are tensors from the same sources.
-                for name in _target_names(target):
-                    self.bind(cst.Name(name), self.derived(stmt.iter, _tensors_of(source)), stmt, None, scope)
+                for name in target_names(target):
+                    self.bind(cst.Name(name), self.derived(stmt.iter, tensors_of(source)), stmt, None, scope)
             else:
                 self.bind(target, None, stmt, None, scope)
         saved = (self.current_loop, self.step_depth)
@@ -291,7 +290,7 @@ class StatementWalker(AnalysisParts):
                 value = self.expr(param.default, function.def_scope)  # type: ignore[arg-type]
             scope.names[name] = value
             function.walk_params[name] = value
-            if (name in _DEVICE_PARAMETER_NAMES and value is None) or (value is not None and value.kind is Kind.DEVICE):
+            if (name in DEVICE_PARAMETER_NAMES and value is None) or (value is not None and value.kind is Kind.DEVICE):
                 scope.device_names.append(name)  # train(model, device, loader): the caller's device
         for star in (params.star_arg, params.star_kwarg):
             if isinstance(star, cst.Param):
@@ -317,7 +316,8 @@ class StatementWalker(AnalysisParts):
         if context is None:
             # A plain function handed tensors (a custom loss, a mask helper): what it makes
             # follows its input's device, so it stays right wherever it is called from.
-            function_input = next(((n, v) for n, v in scope.names.items() if n in scope.params and _is_tensorish(v)), None)
+            function_input = next(((n, v) for n, v in scope.names.items()
+                                   if n in scope.params and is_tensorish(v)), None)
         saved = (self.current_stmt, self.current_loop, self.guard_depth, self.method_context, self.current_scope,
                  self.walking_deferred, self.step_depth, self.function_input)
         self.current_loop, self.guard_depth, self.method_context = None, 0, context
@@ -375,7 +375,7 @@ class StatementWalker(AnalysisParts):
                                  time=value.time)
                     self.bind(element.value, part, stmt, None, scope)
                 return
-            if _is_tensorish(value) and len(assign.targets) == 1 \
+            if is_tensorish(value) and len(assign.targets) == 1 \
                     and isinstance(assign.targets[0].target, (cst.Tuple, cst.List)):
                 # _, predicted = torch.max(out, 1) / h, c = hidden: each part is where the whole is.
                 for element in assign.targets[0].target.elements:
@@ -482,7 +482,7 @@ class StatementWalker(AnalysisParts):
 
     def note_device_string(self, node: cst.Assign, stmt: cst.CSTNode) -> None:
         """``device = "cuda"`` with no fallback."""
-        if self.guard_depth or not _is_cuda_literal(node.value):
+        if self.guard_depth or not is_cuda_literal(node.value):
             return
         for target in node.targets:
             if isinstance(target.target, cst.Name) and "device" in target.target.value.lower():
@@ -500,7 +500,7 @@ class StatementWalker(AnalysisParts):
                 and dotted(call.func.value) is not None):
             return
         receiver = self.expr(call.func.value, scope)  # a name or self.x: a lookup, nothing is recorded
-        if not _is_tensorish(receiver) or value is None:
+        if not is_tensorish(receiver) or value is None:
             return
         self.facts.discarded_moves.append(node)
         self.bind(call.func.value, value, stmt, call, scope)
@@ -509,12 +509,12 @@ class StatementWalker(AnalysisParts):
         """Walk the children of a node the analysis has no special reading for (in field order,
         which for these nodes is their order in the source)."""
         for child in child_nodes(node):
-            role = _role(type(child))
-            if role is _EXPRESSION:
+            role = node_role(type(child))
+            if role is EXPRESSION_ROLE:
                 self.expr(cast(cst.BaseExpression, child), scope)
-            elif role is _STATEMENT:
+            elif role is STATEMENT_ROLE:
                 self.statement(child, scope)
-            elif role is _SMALL:
+            elif role is SMALL_STATEMENT_ROLE:
                 self.small(cast(cst.BaseSmallStatement, child), self.current_stmt or child, scope)
             else:
                 self.generic(child, scope)
@@ -586,7 +586,7 @@ class StatementWalker(AnalysisParts):
         if value.is_root and value.fix_node is None and value.node is value_node:
             value.fix_node = value_node
         elif value.kind is Kind.TENSOR and value.node is value_node and not value.is_root \
-                and type(value_node) not in _CONTAINER_DISPLAYS:
+                and type(value_node) not in CONTAINER_DISPLAYS:
             # test_x = torch.unsqueeze(ds.test_data, 1).type(torch.FloatTensor)[:2000] / 255.: the data
             # read inside is moved with the whole expression, after its casts and scaling. (Not a list,
             # tuple, set or dict of tensors, or a comprehension: a list has no .to(); its elements are
@@ -621,7 +621,7 @@ def _is_cpu_device_literal(node: cst.CSTNode) -> bool:
     if type(node) is cst.Call and len(node.args) == 1 and node.args[0].keyword is None \
             and (dotted(node.func) or "").endswith("device"):
         node = node.args[0].value
-    text = _string_value(node)
+    text = string_value(node)
     return text is not None and text.strip().lower() == "cpu"
 
 

@@ -22,7 +22,7 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from .classdefs import _SEARCHED, _fields, _searched
+from .classdefs import SEARCHED_BY_TYPE, is_searched_type, searched_fields
 
 # The node types whose fields libcst visits in another order than it declares them (decorators before
 # the name, a keyword before its value, ``a if test else b``...): their searched fields in source
@@ -47,8 +47,8 @@ _ORDERED: dict[type, tuple[str, ...]] = {}
 
 
 def _ordered_fields(kind: type) -> tuple[str, ...]:
-    """The searched fields of a node type (``classdefs._fields``), in the order libcst visits them."""
-    declared = _fields(kind)
+    """The searched fields of a node type (``classdefs.searched_fields``), in the order libcst visits them."""
+    declared = searched_fields(kind)
     order = _SOURCE_ORDER.get(kind)
     if order is not None:
         declared = tuple(name for name in order if name in declared) + \
@@ -59,7 +59,7 @@ def _ordered_fields(kind: type) -> tuple[str, ...]:
 
 def _children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """A node's searched children, in source order."""
-    searched = _SEARCHED
+    searched = SEARCHED_BY_TYPE
     names = _ORDERED.get(type(node))
     if names is None:
         names = _ordered_fields(type(node))
@@ -70,11 +70,11 @@ def _children(node: cst.CSTNode) -> list[cst.CSTNode]:
         if kind is list or kind is tuple:
             for item in value:
                 wanted = searched.get(type(item))
-                if wanted or wanted is None and _searched(type(item)):
+                if wanted or wanted is None and is_searched_type(type(item)):
                     children.append(item)
         else:
             wanted = searched.get(kind)
-            if wanted or wanted is None and _searched(kind):
+            if wanted or wanted is None and is_searched_type(kind):
                 children.append(value)
     return children
 

@@ -10,22 +10,21 @@ import libcst as cst
 
 from . import torchapi as api
 from .classdefs import walk
-from .facts import Hardcoded, Kind, Move, Origin, Place, Use, Value
+from .facts import Hardcoded, Kind, Move, Origin, Place, Scope, Use, Value
 from .devicecode import places_on_device
 from .imports import dotted
 
 from .parts import AnalysisParts
 from .core import (
-    Scope,
-    _TENSORISH,
-    _call_kwarg,
-    _device_string_place,
-    _is_built_module,
-    _is_cuda_literal,
-    _is_tensorish,
-    _plain_args,
-    _string_value,
-    _tensors_of,
+    TENSORISH_KINDS,
+    device_string_place,
+    is_built_module,
+    is_cuda_literal,
+    is_tensorish,
+    keyword_arg,
+    plain_args,
+    string_value,
+    tensors_of,
 )
 
 
@@ -62,7 +61,7 @@ class TorchCalls(AnalysisParts):
         if qual in api.FACTORIES or qual in api.LIKE_FACTORIES:
             return self.factory(node, qual, scope)
         if qual in ("torch.Generator", "torch._C.Generator"):
-            device = _call_kwarg(node, "device") or next((a for a in node.args if a.keyword is None), None)
+            device = keyword_arg(node, "device") or next((a for a in node.args if a.keyword is None), None)
             place = self.device_arg_place(device.value, scope)[0] if device is not None else Place.CPU
             for arg in node.args:
                 if arg is not device:
@@ -73,7 +72,7 @@ class TorchCalls(AnalysisParts):
             return self.new(Kind.TENSOR, node, scope, origin=Origin.CONVERSION)
         if qual in api.LOAD_FUNCTIONS:
             self.args(node, scope)
-            location = _call_kwarg(node, "map_location") or (
+            location = keyword_arg(node, "map_location") or (
                 node.args[1] if len(node.args) > 1 and node.args[1].keyword is None else None)
             if location is None:
                 self.facts.loads_without_map_location.append((node, scope, self.time))
@@ -99,7 +98,7 @@ class TorchCalls(AnalysisParts):
         if qual in api.DATALOADERS:
             self.args(node, scope)
             loader = Value(Kind.LOADER, node, time=self.time)
-            collate = _call_kwarg(node, "collate_fn")
+            collate = keyword_arg(node, "collate_fn")
             if collate is not None and isinstance(collate.value, cst.Name):
                 function = scope.lookup(collate.value.value)
                 if function is not None and function.kind is Kind.FUNCTION \
@@ -142,7 +141,7 @@ class TorchCalls(AnalysisParts):
                 self.note_constructor_args(node, local, values)
             stateful = local is not None or not api.is_stateless_module(qual)
             # A loss built with weight=tensor holds it as a buffer (one made on the device needs no move).
-            weighted = not stateful and any(_is_tensorish(v) and self.facts.place(v) is not Place.DEVICE
+            weighted = not stateful and any(is_tensorish(v) and self.facts.place(v) is not Place.DEVICE
                                             for v in values)
             # nn.Linear(...), resnet18(): a layer or model with weights (next(m.parameters()) is safe on it)
             parameterized = local is None and stateful and qual not in api.CONTAINER_MODULES \
@@ -152,8 +151,8 @@ class TorchCalls(AnalysisParts):
                             parameterized=parameterized)
         if api.is_tensor_function(qual):
             values = self.args(node, scope)
-            self.op(node, values, _plain_args(node), scope)
-            result = self.derived(node, [v for v in values if _is_tensorish(v)])
+            self.op(node, values, plain_args(node), scope)
+            result = self.derived(node, [v for v in values if is_tensorish(v)])
             if result is not None and qual[len("torch."):] in api.FULL_REDUCTIONS and len(node.args) == 1 \
                     and node.args[0].keyword is None and not node.args[0].star:
                 result.scalar = True  # torch.sum(x): 0-dim
@@ -164,13 +163,13 @@ class TorchCalls(AnalysisParts):
     def host_call(self, node: cst.Call, scope: Scope) -> None:
         """``np.array(t)``, ``plt.imshow(t)``: numpy and matplotlib read a tensor on the host (CG107)."""
         for arg, value in zip(node.args, self.args(node, scope)):
-            if _is_tensorish(value) and not arg.star and not self.host_depth:
+            if is_tensorish(value) and not arg.star and not self.host_depth:
                 self.facts.uses.append(Use("host", node, self.time, (value,), arg_nodes=(arg.value,)))
         return None
 
     def append_modules(self, receiver: Value, modules: list[Value]) -> None:
         """``nets.append(Net())``: a list of models is a group (see ``module_group``)."""
-        built = [m for m in modules if _is_built_module(m)]
+        built = [m for m in modules if is_built_module(m)]
         if not built or len(built) != len(modules) or self.method_context is not None:
             return
         if receiver.kind is Kind.MODULE:
@@ -182,7 +181,7 @@ class TorchCalls(AnalysisParts):
     def trained_leaves(self, params: Optional[Value]) -> list[Value]:
         """The tensors an optimizer is given directly, when each is made by a factory whose
         ``device=`` keeps it a leaf (a ``.to(device)`` after ``requires_grad`` would not)."""
-        if params is None or params.kind not in _TENSORISH:
+        if params is None or params.kind not in TENSORISH_KINDS:
             return []
         given = params.sources if not params.is_root else (params,)
         leaves = [v for v in given if v.is_root and v.origin is Origin.FACTORY and v.explicit is None]
@@ -198,20 +197,20 @@ class TorchCalls(AnalysisParts):
         names = [p.name.value for p in (*params.posonly_params, *params.params)][1:]
         positional = [v for v, a in zip(values, node.args) if a.keyword is None and not a.star]
         for name, value in zip(names, positional):
-            if _is_tensorish(value):
+            if is_tensorish(value):
                 cls.constructor_args.setdefault(name, value)
         for value, arg in zip(values, node.args):
-            if arg.keyword is not None and _is_tensorish(value):
+            if arg.keyword is not None and is_tensorish(value):
                 cls.constructor_args.setdefault(arg.keyword.value, value)
 
     def torch_device(self, node: cst.Call, scope: Scope) -> Value:
         place = Place.DEVICE
         if node.args:
             first = node.args[0].value
-            text = _string_value(first)
+            text = string_value(first)
             if text is not None:
-                place = _device_string_place(text) or Place.DEVICE
-                if _is_cuda_literal(first) and not self.guard_depth:
+                place = device_string_place(text) or Place.DEVICE
+                if is_cuda_literal(first) and not self.guard_depth:
                     self.note_hardcoded(Hardcoded(node, "torch-device", self._binding_name(node)))
             else:
                 value = self.expr(first, scope)
@@ -231,9 +230,9 @@ class TorchCalls(AnalysisParts):
 
     def factory(self, node: cst.Call, qual: str, scope: Scope) -> Optional[Value]:
         values = self.args(node, scope)
-        device_arg = _call_kwarg(node, "device")
+        device_arg = keyword_arg(node, "device")
         if device_arg is not None:
-            if _is_cuda_literal(device_arg.value) and not self.guard_depth:
+            if is_cuda_literal(device_arg.value) and not self.guard_depth:
                 self.note_hardcoded(Hardcoded(device_arg, "device-kwarg"))
             place, follows = self.device_arg_place(device_arg.value, scope)
             if follows is not None:
@@ -241,10 +240,10 @@ class TorchCalls(AnalysisParts):
             return Value(Kind.TENSOR, node, explicit=place or Place.UNKNOWN, time=self.time)
         if qual in api.LIKE_FACTORIES:
             return self.derived(node, values[:1])
-        if qual in api.TENSOR_ARGUMENT_FACTORIES and (_tensor_overload(node) or any(_is_tensorish(v) for v in values)):
+        if qual in api.TENSOR_ARGUMENT_FACTORIES and (_tensor_overload(node) or any(is_tensorish(v) for v in values)):
             # torch.normal(mean, std) of tensors: made where they are, and it takes no device=
-            self.op(node, values, _plain_args(node), scope)
-            return self.derived(node, [v for v in values if _is_tensorish(v)])
+            self.op(node, values, plain_args(node), scope)
+            return self.derived(node, [v for v in values if is_tensorish(v)])
         value = self.new(Kind.TENSOR, node, scope, origin=Origin.FACTORY)
         if qual in ("torch.tensor", "torch.scalar_tensor") and _number_literal(node):
             value.scalar = True  # torch.tensor(1e-7): a 0-dim CPU tensor joins device tensors in any op
@@ -275,7 +274,7 @@ class TorchCalls(AnalysisParts):
             if method in ("append", "insert"):
                 self.append_modules(receiver, [v for v in values if v is not None and v.kind is Kind.MODULE])
             if method in ("append", "extend", "insert") and receiver.kind is not Kind.MODULE:
-                receiver.sources = (*receiver.sources, *[t for v in values for t in _tensors_of(v)])
+                receiver.sources = (*receiver.sources, *[t for v in values for t in tensors_of(v)])
             return None
         if receiver.kind is Kind.LOADER and method in ("next", "__next__") and not node.args:
             return self.batch_from(node, receiver, scope)  # dataiter.next(), from PyTorch < 1.13 code
@@ -296,7 +295,7 @@ class TorchCalls(AnalysisParts):
                 receiver.used = True
                 self.facts.uses.append(Use("train", node, self.time, module=receiver))
                 self.note_outgoing(f"{seeded}.{method}", node, values)
-                pairs = [(t, a.value) for v, a in zip(values, node.args) for t in _tensors_of(v)]
+                pairs = [(t, a.value) for v, a in zip(values, node.args) for t in tensors_of(v)]
                 if pairs and receiver.stateful and not self.host_depth:
                     # model.predict(x) after training: its own method runs its layers on x, as forward
                     # does, so x meets the module, and what comes back is the module's output
@@ -312,7 +311,7 @@ class TorchCalls(AnalysisParts):
             if method == "forward" or receiver.is_container and method not in api.MODULE_METHODS:
                 return self.module_call(node, receiver, scope)  # self.transformer.wpe(pos): one of its layers
             return None
-        if receiver.kind in _TENSORISH:
+        if receiver.kind in TENSORISH_KINDS:
             if method in ("numpy", "item", "tolist"):
                 self.note_sync(node, receiver)
             if method == "numpy":
@@ -324,14 +323,14 @@ class TorchCalls(AnalysisParts):
             if method in _LIST_METHODS:
                 # tns = [torch.from_numpy(d) for d in images]; tns.append(t): a tensor has no append,
                 # so this is a Python list of tensors, which holds what it is given (no op on a device)
-                receiver.sources = (*receiver.sources, *[t for v in values for t in _tensors_of(v)])
+                receiver.sources = (*receiver.sources, *[t for v in values for t in tensors_of(v)])
                 return None
             cast: Optional[str] = None
             if method == "type" and len(node.args) == 1 and node.args[0].keyword is None:
                 chosen = values[0] if values else None
                 if chosen is not None and chosen.kind is Kind.DEVICE and chosen.tensor_type:
                     return Value(Kind.TENSOR, node, explicit=Place.DEVICE, time=self.time)  # .type(FloatTensor)
-                type_name = self.imports.resolve(node.args[0].value) or _string_value(node.args[0].value) or ""
+                type_name = self.imports.resolve(node.args[0].value) or string_value(node.args[0].value) or ""
                 if type_name in api.CUDA_TENSOR_TYPES:
                     # .type(torch.cuda.FloatTensor): a copy to the GPU, which leaves the receiver where it was
                     self.facts.places_on_device = True
@@ -339,7 +338,7 @@ class TorchCalls(AnalysisParts):
                 cast = api.CPU_TENSOR_TYPES.get(type_name)
             if method != "copy_":  # noises.data.copy_(t.randn(...)): copy_ reads from any device
                 self.op(node, [receiver, *values])
-            result = self.derived(node, [receiver, *[v for v in values if _is_tensorish(v)]])
+            result = self.derived(node, [receiver, *[v for v in values if is_tensorish(v)]])
             if result is not None and method in api.FULL_REDUCTIONS and not node.args:
                 result.scalar = True  # x.sum(): 0-dim
             if cast is not None and result is not None:
@@ -362,7 +361,7 @@ class TorchCalls(AnalysisParts):
 
     def note_sync(self, node: cst.CSTNode, value: Optional[Value]) -> None:
         """A copy to the host on every training step (``.item()``, ``.cpu()``, ``print(t)``)."""
-        if self.step_depth == 0 and _is_tensorish(value):
+        if self.step_depth == 0 and is_tensorish(value):
             self.facts.uses.append(Use("sync", node, self.time, (value,)))
 
     def instance_method_call(self, node: cst.Call, receiver: Value, method: str, scope: Scope) -> Optional[Value]:
@@ -410,11 +409,11 @@ class TorchCalls(AnalysisParts):
         else:
             place = None
             positional = [a for a in node.args if a.keyword is None]
-            device_kw = _call_kwarg(node, "device")
+            device_kw = keyword_arg(node, "device")
             candidate = device_kw if device_kw is not None else (positional[0] if positional else None)
             if candidate is not None:
                 target = candidate.value
-                if _is_cuda_literal(target) and not self.guard_depth:
+                if is_cuda_literal(target) and not self.guard_depth:
                     self.note_hardcoded(Hardcoded(candidate, "to-string"))
                 place, follows = self.device_arg_place(target, scope)
                 if place is Place.DEVICE and scope is not self.global_scope \
@@ -440,7 +439,7 @@ class TorchCalls(AnalysisParts):
             and len(node.args) == 1
             and node.args[0].keyword is None
             and target is not None
-            and _string_value(target) is None
+            and string_value(target) is None
             and (place is Place.DEVICE or (follows is not None and follows.kind is Kind.DEVICE))
         ):
             self.facts.create_then_move.append((node, receiver.node))
@@ -450,7 +449,7 @@ class TorchCalls(AnalysisParts):
             elif follows is not None:
                 receiver.moves.append(Move(self.time, follows.explicit or Place.DEVICE, node, target))
             return receiver
-        if receiver.kind in _TENSORISH:
+        if receiver.kind in TENSORISH_KINDS:
             if place is not None:
                 return Value(Kind.TENSOR, node, explicit=place, time=self.time)
             if follows is not None:
@@ -465,7 +464,7 @@ class TorchCalls(AnalysisParts):
 def _tensor_overload(node: cst.Call) -> bool:
     """``torch.normal(mean, std)`` without a size: the overload of tensors (the one of floats needs a size)."""
     positional = [a for a in node.args if a.keyword is None]
-    return len(positional) < 3 and _call_kwarg(node, "size") is None
+    return len(positional) < 3 and keyword_arg(node, "size") is None
 
 
 def _number_literal(node: cst.Call) -> bool:

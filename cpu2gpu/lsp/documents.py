@@ -23,11 +23,11 @@ from typing import Mapping, Optional, Sequence
 import libcst as cst
 
 from ..sources.config import Settings
-from ..engine import (Analysis, Finding, SourceError, _deep, _fixed_bytes, analyze_module, locate_with_noqa,
-                      parse, remember_source, select_rules)
+from ..engine import (Analysis, Finding, SourceError, analyze_module, fixed_bytes, locate_with_noqa, parse,
+                      remember_source, run_with_deep_stack, select_rules)
 from ..analysis.facts import Facts
 from ..rewrite.fixes import apply_edits
-from ..notebooks.cells import CellError, Notebook, _layout, _parse_program, _set_source, _split_program, load
+from ..notebooks.cells import CellError, Notebook, json_layout, load, parse_program, set_cell_source, split_program
 from ..project.projectset import ProjectFile, ProjectSet
 from ..rules import Hit, Rule
 from ..rules.base import Fix
@@ -112,7 +112,7 @@ class Report:
         if fix is None:
             return None
         try:
-            return _deep(self._fixed_one, analysis, fix)
+            return run_with_deep_stack(self._fixed_one, analysis, fix)
         except SourceError:
             return None
 
@@ -131,8 +131,8 @@ class Report:
         unsafe = self.settings.unsafe_fixes if unsafe_fixes is None else unsafe_fixes
         module = self.analysis.module
         try:
-            new = _deep(_fixed_bytes, module, self.path, self.rules, unsafe, self.settings.device_expression,
-                        None, self.seeds)
+            new = run_with_deep_stack(fixed_bytes, module, self.path, self.rules, unsafe,
+                                      self.settings.device_expression, None, self.seeds)
         except SourceError:
             return None
         if new is None:
@@ -148,7 +148,7 @@ class Report:
         if self.notebook is None:
             return [code]
         try:
-            return _split_program(self.notebook, code)
+            return split_program(self.notebook, code)
         except SourceError:
             return None
 
@@ -164,14 +164,15 @@ def analyse(path: str, texts: Sequence[str], settings: Settings, notebook: bool 
             report.notebook = _notebook(texts)
             if not report.notebook.cells:
                 return report
-            module, facts = _parse_program(report.notebook), None
+            module, facts = parse_program(report.notebook), None
             seeds = report.seeds = NO_SEEDS  # as ``check`` reads a notebook: on its own
         elif known is not None:
             module, facts = known
             remember_source(module, texts[0])  # for its noqa comments, without generating the code again
         else:
             module, facts = parse(texts[0]), None
-        report.analysis, located = _deep(_locate, module, path, rules, settings.device_expression, seeds, facts)
+        report.analysis, located = run_with_deep_stack(_locate, module, path, rules, settings.device_expression,
+                                                       seeds, facts)
     except SourceError as error:
         report.error = error
         return report
@@ -247,12 +248,12 @@ class IpynbReport(Report):
             return None
         try:
             notebook = load(self.texts[0].encode("utf-8"))
-            layout = _layout(notebook)
+            layout = json_layout(notebook)
         except SourceError:
             return None
         for cell, text in zip(notebook.cells, cell_texts):
             if text != cell.text:
-                _set_source(cell.cell, text)
+                set_cell_source(cell.cell, text)
         return [layout.dump(notebook.data)]
 
 

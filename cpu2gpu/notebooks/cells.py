@@ -209,7 +209,8 @@ def runnable_cells(raw: bytes) -> list[RunnableCell]:
     return cells
 
 
-def _parse_program(notebook: Notebook):
+def parse_program(notebook: Notebook):
+    """The notebook's program parsed; a SourceError with a line is raised as a CellError, at its cell and line."""
     try:
         return parse(notebook.program)
     except SourceError as error:
@@ -223,7 +224,7 @@ def check_notebook(raw: bytes, path: str, rules: Sequence[Rule], device_expressi
     notebook = load(raw)
     if not notebook.cells:
         return []
-    findings = check_module(_parse_program(notebook), path, rules, device_expression=device_expression)
+    findings = check_module(parse_program(notebook), path, rules, device_expression=device_expression)
     indexes = {id(cell): index for index, cell in enumerate(notebook.data["cells"])}
     places = NotebookPositions(notebook.raw) if findings else None
     for finding in findings:
@@ -240,7 +241,7 @@ def check_notebook(raw: bytes, path: str, rules: Sequence[Rule], device_expressi
     return findings
 
 
-def _split_program(notebook: Notebook, code: str) -> list[str]:
+def split_program(notebook: Notebook, code: str) -> list[str]:
     """The rewritten program cut back into the cells' texts, magics restored."""
     cell_mark = _mark_pattern(_CELL_MARK, notebook.token)
     magic_mark = re.compile(_mark_pattern(_MAGIC_MARK, notebook.token).pattern + "$")
@@ -276,7 +277,8 @@ def _split_program(notebook: Notebook, code: str) -> list[str]:
     return results
 
 
-def _set_source(cell: dict, text: str) -> None:
+def set_cell_source(cell: dict, text: str) -> None:
+    """Replace a cell's source (in the notebook's JSON data) with ``text``, as a list of lines where it was one."""
     if isinstance(cell.get("source"), list):
         cell["source"] = _lines(text)
     else:
@@ -284,7 +286,9 @@ def _set_source(cell: dict, text: str) -> None:
 
 
 @dataclass(frozen=True)
-class _Layout:
+class JsonLayout:
+    """How a notebook's JSON is written out (``json_layout``): ``dump`` writes data the same way."""
+
     indent: Union[int, str, None]
     ensure_ascii: bool
     separators: Optional[tuple[str, str]]
@@ -298,7 +302,7 @@ class _Layout:
         return text + self.trailing
 
 
-def _layout(notebook: Notebook) -> _Layout:
+def json_layout(notebook: Notebook) -> JsonLayout:
     """The json.dumps settings that write this notebook back byte for byte."""
     raw = notebook.raw
     newline = "\r\n" if "\r\n" in raw else "\n"
@@ -314,7 +318,7 @@ def _layout(notebook: Notebook) -> _Layout:
     for indent in indents:
         for ensure_ascii in (False, True):
             for separator in separators:
-                layout = _Layout(indent, ensure_ascii, separator, newline, trailing)
+                layout = JsonLayout(indent, ensure_ascii, separator, newline, trailing)
                 if layout.dump(notebook.data) == raw:
                     return layout
     raise SourceError("cannot rewrite this notebook without reformatting its JSON (its layout is not one "
@@ -327,7 +331,7 @@ def rewrite_notebook(raw: bytes, path: str, rules: Sequence[Rule], unsafe_fixes:
     notebook = load(raw)
     if not notebook.cells:
         return raw
-    module = _parse_program(notebook)
+    module = parse_program(notebook)
     fixed = fix_module(module, path, rules, unsafe_fixes, device_expression)
     if fixed is module or fixed.code == notebook.program:
         return raw
@@ -337,11 +341,11 @@ def rewrite_notebook(raw: bytes, path: str, rules: Sequence[Rule], unsafe_fixes:
 def with_program(notebook: Notebook, code: str) -> bytes:
     """The notebook with its program changed to ``code``: the sources of the cells whose text changed are
     replaced, the rest of the file (outputs, metadata, other cells, the JSON layout) stays byte for byte."""
-    layout = _layout(notebook)
+    layout = json_layout(notebook)
     changed = False
-    for cell, text in zip(notebook.cells, _split_program(notebook, code)):
+    for cell, text in zip(notebook.cells, split_program(notebook, code)):
         if text != cell.text:
-            _set_source(cell.cell, text)
+            set_cell_source(cell.cell, text)
             changed = True
     return layout.dump(notebook.data).encode("utf-8") if changed else notebook.raw.encode("utf-8")
 

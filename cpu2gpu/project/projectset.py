@@ -29,8 +29,8 @@ from typing import Iterable, Optional
 
 import libcst as cst
 
-from ..analysis import Analyzer, _holds_state, _places_itself
-from ..engine import SourceError, _deep, parse
+from ..analysis import Analyzer, class_holds_state, class_places_itself
+from ..engine import SourceError, parse, run_with_deep_stack
 from ..sources.files import read_source, skipped_dir
 from ..output.formats import shown
 from ..analysis.classdefs import walk
@@ -351,7 +351,7 @@ class Project:
             exports.setdefault(local, pf.seeds.imported[qualified])
         for name, cls in analyzer.module_class_values.items():
             exports[name] = Exported("module_class", rel, name,
-                                     holds_state=_holds_state(cls) or _places_itself(cls),
+                                     holds_state=class_holds_state(cls) or class_places_itself(cls),
                                      cpu_inputs=tuple(sorted(cls.cpu_inputs, key=str)))
         facts = analyzer.facts
         moved = {id(v.loader) for v in facts.values if v.kind is Kind.BATCH and v.loader is not None and facts.is_bound(v)}
@@ -667,7 +667,7 @@ class ProjectSet:
             project = self.projects[root]
             try:
                 # deep chains of values or imports: retried on a thread with a big stack
-                found = _deep(project.seeds_for, [p for _, p in items])
+                found = run_with_deep_stack(project.seeds_for, [p for _, p in items])
             except Exception as error:  # a bug here must not cost the files their own check
                 sys.stderr.write(f"warning: {shown(str(root))}: the project around these files could not be "
                                  f"read ({type(error).__name__}: {error}); each file is checked on its own\n")

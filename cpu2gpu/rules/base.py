@@ -7,8 +7,7 @@ from typing import Callable, ClassVar, Iterator, Optional, Union, cast
 
 import libcst as cst
 
-from ..analysis.core import Scope
-from ..analysis.facts import Facts, Place
+from ..analysis.facts import Facts, Place, Scope
 from ..rewrite.fixes import DeviceSetup, Fix, add_keyword, chain_to, method_call
 from ..analysis.syntaxindex import SyntaxIndex, syntax_index
 from .runtimeside import RuntimeSide

@@ -7,8 +7,7 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ..analysis import classdefs
-from ..analysis.core import class_has_parameters
-from ..analysis.facts import Kind, Origin
+from ..analysis.facts import Kind, Origin, class_has_parameters
 from ..rewrite.fixes import Fix, Replace
 from .base import Hit, Invalid, Rule, RuleContext, draws_with_generator, follows_input, keyword_added, method_called
 from .runtimeside import BINDING, DEVICE_MISMATCH, RuntimeRepair, RuntimeSide, Symptom

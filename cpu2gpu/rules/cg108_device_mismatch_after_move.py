@@ -6,7 +6,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from ..analysis.core import _CONTAINER_DISPLAYS
+from ..analysis.core import CONTAINER_DISPLAYS
 from ..analysis.facts import Place
 from ..rewrite.fixes import Fix, Replace
 from .base import Build, Hit, Invalid, Rule, RuleContext, method_called
@@ -82,7 +82,7 @@ class DeviceMismatchAfterMove(Rule):
                 continue
             for value, place, arg_node in zip(use.values, places, use.arg_nodes):
                 if place is not Place.CPU or id(arg_node) in seen or not _pinned_by_dataset(facts, value) \
-                        or isinstance(arg_node, _CONTAINER_DISPLAYS):
+                        or isinstance(arg_node, CONTAINER_DISPLAYS):
                     continue  # (a list of tensors has no .to())
                 seen.add(id(arg_node))
                 device, needs_setup = ctx.device_for(use.scope, use.time)
@@ -112,7 +112,7 @@ class DeviceMismatchAfterMove(Rule):
                     continue
                 if not moves and facts.roots(value):
                     continue  # CG102/CG103 move it where it is made
-                if isinstance(arg_node, _CONTAINER_DISPLAYS):
+                if isinstance(arg_node, CONTAINER_DISPLAYS):
                     continue  # model([a, b]): a list of tensors has no .to() (or .cpu())
                 if move_place is Place.CPU:
                     build: Build = method_called("cpu")

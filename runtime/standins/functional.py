@@ -15,7 +15,7 @@ from typing import SupportsInt, cast
 
 import torch
 
-from .image import crop_hwc, new_image, resize_hwc, to_hwc
+from .image import crop_hwc, is_numpy_array, new_image, resize_hwc, size_pair, to_hwc
 
 
 class InterpolationMode(enum.Enum):
@@ -26,10 +26,6 @@ class InterpolationMode(enum.Enum):
     BOX = "box"
     HAMMING = "hamming"
     LANCZOS = "lanczos"
-
-
-def _is_numpy(x) -> bool:
-    return type(x).__module__ == "numpy" and hasattr(x, "shape")
 
 
 def _chw_of_image(img) -> tuple:
@@ -47,14 +43,6 @@ def _on_chw(img, fn):
         return fn(img)
     chw, mode = _chw_of_image(img)
     return _image_of_chw(fn(chw), mode)
-
-
-def _size_pair(size) -> tuple:
-    if isinstance(size, numbers.Number):
-        n = int(cast(SupportsInt, size))  # a Number that int() takes (the stubs' Number promises no __int__)
-        return n, n
-    size = list(size)
-    return (int(size[0]), int(size[0])) if len(size) == 1 else (int(size[0]), int(size[1]))
 
 
 # --- sizes ---------------------------------------------------------------------------------
@@ -83,7 +71,7 @@ def to_tensor(pic) -> torch.Tensor:
     if isinstance(pic, torch.Tensor):
         return pic
     dtype = torch.get_default_dtype()
-    if _is_numpy(pic):
+    if is_numpy_array(pic):
         t = torch.from_numpy(pic.copy())
         t = t.unsqueeze(-1) if t.dim() == 2 else t
         t = t.permute(2, 0, 1).contiguous()
@@ -163,7 +151,7 @@ def _output_size(h: int, w: int, size, max_size=None) -> tuple:
         if max_size is not None and new_long > max_size:
             new_short, new_long = int(max_size * new_short / new_long), max_size
         return (new_long, new_short) if w <= h else (new_short, new_long)
-    return _size_pair(size)
+    return size_pair(size)
 
 
 def resize(img, size, interpolation=InterpolationMode.BILINEAR, max_size=None, antialias=True):
@@ -188,7 +176,7 @@ def crop(img, top: int, left: int, height: int, width: int):
 
 
 def center_crop(img, output_size):
-    th, tw = _size_pair(output_size)
+    th, tw = size_pair(output_size)
     _, h, w = get_dimensions(img)
     top = int(round((h - th) / 2.0))
     left = int(round((w - tw) / 2.0))
@@ -344,7 +332,7 @@ def erase(img: torch.Tensor, i: int, j: int, h: int, w: int, v, inplace: bool = 
 
 
 def five_crop(img, size):
-    th, tw = _size_pair(size)
+    th, tw = size_pair(size)
     _, h, w = get_dimensions(img)
     return (crop(img, 0, 0, th, tw), crop(img, 0, w - tw, th, tw), crop(img, h - th, 0, th, tw),
             crop(img, h - th, w - tw, th, tw), center_crop(img, (th, tw)))

@@ -8,10 +8,11 @@ convert between it, PIL images, numpy arrays and uint8 tensors (H x W x C).
 
 from __future__ import annotations
 
+import numbers
 import os
 import struct
 import zlib
-from typing import Any
+from typing import Any, SupportsInt, cast
 
 import torch
 
@@ -28,6 +29,20 @@ def pil():
             PILImage = None
         _PIL.append(PILImage)
     return _PIL[0]
+
+
+def is_numpy_array(x) -> bool:
+    """A numpy array (told without importing numpy)."""
+    return type(x).__module__ == "numpy" and hasattr(x, "shape")
+
+
+def size_pair(size) -> tuple:
+    """A transform's size argument (a number, or a sequence of one or two) as (height, width)."""
+    if isinstance(size, numbers.Number):
+        n = int(cast(SupportsInt, size))  # a Number that int() takes (the stubs' Number promises no __int__)
+        return n, n
+    size = list(size)
+    return (int(size[0]), int(size[0])) if len(size) == 1 else (int(size[0]), int(size[1]))
 
 
 def mode_for(channels: int) -> str:

@@ -114,7 +114,8 @@ def install_standin(reason: str) -> types.ModuleType:
     datasets.utils = ds_utils
 
     fn_names = _public(standin_functional)
-    for drop in ("enum", "numbers", "torch", "crop_hwc", "new_image", "resize_hwc", "to_hwc"):
+    for drop in ("enum", "numbers", "torch", "crop_hwc", "is_numpy_array", "new_image", "resize_hwc", "size_pair",
+                 "to_hwc"):
         fn_names.pop(drop, None)
     functional = _module("torchvision.transforms.functional", standin_functional.__doc__, fn_names, reason)
 

@@ -21,6 +21,7 @@ import torch
 
 from . import functional as F
 from .functional import InterpolationMode  # noqa: F401  (torchvision exports it here too)
+from .image import is_numpy_array, size_pair
 
 functional = F
 
@@ -166,7 +167,7 @@ class RandomGrayscale(_Transform):
 
 class RandomCrop(_Transform):
     def __init__(self, size, padding=None, pad_if_needed=False, fill=0, padding_mode="constant"):
-        self.size = F._size_pair(size)
+        self.size = size_pair(size)
         self.padding, self.pad_if_needed, self.fill, self.padding_mode = padding, pad_if_needed, fill, padding_mode
 
     @staticmethod
@@ -198,7 +199,7 @@ class RandomCrop(_Transform):
 class RandomResizedCrop(_Transform):
     def __init__(self, size, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0),
                  interpolation=InterpolationMode.BILINEAR, antialias=True):
-        self.size = F._size_pair(size)
+        self.size = size_pair(size)
         self.scale, self.ratio, self.interpolation, self.antialias = scale, ratio, interpolation, antialias
 
     @staticmethod
@@ -372,7 +373,7 @@ class ToImage(_Transform):
     def forward(self, img):
         if isinstance(img, torch.Tensor):
             return img
-        if F._is_numpy(img):
+        if is_numpy_array(img):
             t = torch.from_numpy(img.copy())
             return (t.unsqueeze(-1) if t.dim() == 2 else t).permute(2, 0, 1).contiguous()
         return F.pil_to_tensor(img)

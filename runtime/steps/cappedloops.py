@@ -129,7 +129,7 @@ def install(cap) -> None:
 
     _CAP = cap
     _LOADER_ITER = (dataloader._BaseDataLoaderIter,)
-    stepcap._CAPPED_NEXT[0] = _CappedIterator.__next__.__code__
+    stepcap.CAPPED_NEXT_CODE[0] = _CappedIterator.__next__.__code__
     setattr(builtins, WRAPPER, capped)
     setattr(builtins, WHILE_GATE, while_gate)
     setattr(builtins, WHILE_ENTER, while_enter)

@@ -48,7 +48,7 @@ class StopRun(BaseException):
 
 EVAL_BATCHES = 3
 # cappedloops' iterator's __next__ code: a DataLoader advanced from it belongs to the user's loop above
-_CAPPED_NEXT: list = [None]
+CAPPED_NEXT_CODE: list = [None]
 _FOR_ITER = dis.opmap["FOR_ITER"]
 _PASS = "_cpu2gpu_pass"
 
@@ -297,7 +297,7 @@ def install(cap: StepCap) -> None:
 
     def __next__(self):
         frame = sys._getframe(1)
-        if frame.f_code is _CAPPED_NEXT[0] and frame.f_back is not None:
+        if frame.f_code is CAPPED_NEXT_CODE[0] and frame.f_back is not None:
             frame = frame.f_back  # for i, b in enumerate(loader), its iterable wrapped (cappedloops): the loop
         p = cap.gate(self, frame)
         if p is None:
