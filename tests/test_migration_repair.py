@@ -279,3 +279,24 @@ def test_a_batch_bound_in_a_try_and_its_except_is_moved_after_both():
     assert "            x, y = next(data_iter)\n        x, y = x.to(device), y.to(device)\n        loss =" \
         in fixed.data.decode()
     assert fixed.data.decode().count(".to(device)") == 2
+
+
+AFTER_LOOP = b'''import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+loader = DataLoader(TensorDataset(torch.randn(8, 1, 4, 4), torch.randn(8, 1)), batch_size=4)
+model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 1)).to(device)
+for features, targets in loader:
+    break
+probas = model(features[0, None])
+'''
+
+
+def test_a_loop_target_used_after_the_loop_is_moved_in_the_loops_body():
+    """`for features, targets in loader: break` and then `model(features[0, None])`: the value after the loop
+    is the last one the loop bound, so the move goes at the top of its body (before the break)."""
+    fixed = repair(AFTER_LOOP, Evidence("CG103", "batch", "features", 9, batches=("features", "targets")))
+    assert fixed is not None and fixed.how == "loop"
+    assert "for features, targets in loader:\n    features, targets = features.to(device), targets.to(device)\n" \
+           "    break\n" in fixed.data.decode()

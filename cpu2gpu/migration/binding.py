@@ -145,7 +145,8 @@ def _bindings(reading: FileReading, scope: Scope, evidence: Evidence, any_line: 
             names = _target_names(stmt.target)
             rng = reading.span(stmt)
             contains = rng.start.line <= line <= rng.end.line
-            if name in names and (contains or any_line):
+            # a loop's target outlives it (`for x, y in loader: break`, then `model(x)`): moved in its body
+            if name in names and (contains or any_line or rng.end.line < line):
                 found.append(Binding("loop", stmt, start, scope, tuple(names)))
             continue
         if not isinstance(stmt, cst.SimpleStatementLine):

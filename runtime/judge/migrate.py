@@ -43,6 +43,7 @@ REPAIRABLE = tuple(code for code, how in RUNTIME_REPAIRS.items() if how.edit == 
 RULE_FIXED = tuple(code for code, how in RUNTIME_REPAIRS.items() if how.edit == RULE_FIX)
 # Exit codes: proven, not proven (verify still fails), a usage error, cannot be judged here.
 EXIT_PROVEN, EXIT_UNPROVEN, EXIT_ERROR, EXIT_CANNOT_RUN = 0, 1, 2, 3
+SAME_FAILURE = "the same failure remained"  # why an edit was taken back: it repaired nothing
 
 
 @dataclass
@@ -180,6 +181,9 @@ def cannot_run(report: VerifyReport) -> str | None:
     limit = next((r["cause"] for r in report["reasons"] if r.get("sim_limit")), None)
     if limit:
         return limit
+    idle = next((r["cause"] for r in report["reasons"] if r.get("idle_original")), None)
+    if idle:  # the original ends well but trains nowhere here: nothing to prove, nothing to repair
+        return idle
     if original is not None and original["status"] not in OK:
         reason = next((r["cause"] for r in report["reasons"] if r["run"] == original["label"]), original["status"])
         return f"the original does not run here: {reason}"
@@ -348,6 +352,9 @@ def migrate(script: str, args=(), *, device: str = "auto", max_steps=None, synth
             if applied is None:
                 if unrepaired:
                     ending = f"the located cause has no edit that repairs it: {unrepaired[0]}"
+                elif taken_back and taken_back[-1]["taken_back"].startswith(SAME_FAILURE):
+                    ending = (f"the edits for the located cause were taken back, since each left the same "
+                              f"failure: {taken_back[-1]['evidence']}")
                 elif taken_back:
                     ending = (f"the edit for the located cause was taken back, since it changed the CPU "
                               f"fallback's run: {taken_back[-1]['evidence']}")
@@ -380,7 +387,7 @@ def migrate(script: str, args=(), *, device: str = "auto", max_steps=None, synth
             if _device_failure(new_report) is not None and _device_failure(new_report) == _device_failure(report):
                 # the same failure at the same place: the edit moved the wrong value; the next one is tried
                 draft.write(user_file, old)
-                entry["taken_back"] = f"the same failure remained: {_first_reason(new_report, 'device')}"
+                entry["taken_back"] = f"{SAME_FAILURE}: {_first_reason(new_report, 'device')}"
                 taken_back.append(entry)
                 continue
             report = new_report
@@ -414,12 +421,17 @@ def original_line(original: bytes, draft: bytes, line: int) -> int:
 
 
 def _device_failure(report: VerifyReport) -> tuple | None:
-    """The device run's first located failure (its cause and place), None when it has none."""
+    """The device run's first located failure (its cause, its place, and where the value it names is
+    held: the same line of a forward() reached from another loop is another failure), None when it
+    has none."""
     run = _device_run(report)
     if run is None or run["status"] in OK:
         return None
     reason = next((r for r in report["reasons"] if r["run"] == run["label"]), None)
-    return (reason["cause"], str(reason.get("where"))) if reason is not None else None
+    if reason is None:
+        return None
+    subject = (run.get("diagnosis") or {}).get("subject") or {}
+    return (reason["cause"], str(reason.get("where")), subject.get("file"), subject.get("line"), subject.get("name"))
 
 
 def _first_reason(report: VerifyReport, mode: str) -> str:

@@ -364,3 +364,16 @@ def test_a_cpu_gradient_for_a_device_output_is_located_and_made_on_the_device(tm
     assert result["proven"], result["ending"]
     assert ("CG104", "train.py", "assign") in _kinds(result)
     assert "weight = torch.ones(y.size(), device=x.device)" in result["changed"][str(folder / "train.py")].decode()
+
+
+@pytest.mark.slow
+def test_the_same_forward_line_reached_from_another_loop_is_another_failure(tmp_path):
+    """The model (getattr on zoo, which also makes a list: no static finding) is moved, then the training
+    loop's batch; the run then fails at the same line of Tiny.forward, reached from accuracy()'s loop. That
+    is progress, not 'the same failure': the edit stays and the helper's batch is moved next."""
+    folder = _copy("two_loops", tmp_path)
+    result = _migrate(folder, "train.py")
+    assert result["proven"], result["ending"]
+    assert result["taken_back"] == []
+    assert [(r["file"], r["line"], r["how"]) for r in result["rounds"][1:]] == [
+        ("train.py", 9, "assign"), ("train.py", 21, "loop"), ("train.py", 15, "loop")]
