@@ -21,19 +21,6 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 HALVES = {"cpu2gpu": "cpu2gpu", "runtime": "cpu2gpu.runtime"}  # folder -> its import name
 
-# The runtime modules that still take a private name from another one, each (file, the name it takes).
-# These files are being changed by others; the list must shrink to empty (make the name public at its
-# definition and at every use), and never grow: an entry that is no longer true fails below.
-ALLOWED = {
-    ("runtime/causes/downloads.py", "cpu2gpu.runtime.causes.needsdata._chain"),
-    ("runtime/causes/missingpkg.py", "cpu2gpu.runtime.causes.needsdata._chain"),
-    ("runtime/judge/distributed.py", "cpu2gpu.runtime.judge.runner._failed_result"),
-    ("runtime/report/htmlreport.py", "cpu2gpu.runtime.report.report._EVENTS"),
-    ("runtime/report/htmlreport.py", "cpu2gpu.runtime.report.report._STATUS"),
-    ("runtime/report/htmlreport.py", "cpu2gpu.runtime.report.report._pass_lines"),
-}
-
-
 def _private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
@@ -133,16 +120,9 @@ def _taken() -> dict[tuple[str, str], list[int]]:
 
 def test_no_module_takes_a_private_name_from_another():
     taken = _taken()
-    wrong = [f"{file}:{line}: {name}" for (file, name), lines in sorted(taken.items()) if (file, name) not in ALLOWED
+    wrong = [f"{file}:{line}: {name}" for (file, name), lines in sorted(taken.items())
              for line in lines]
     assert not wrong, "underscore names shared between modules (make them public):\n" + "\n".join(wrong)
-
-
-def test_the_runtime_allow_list_holds_only_what_is_still_there():
-    taken = _taken()
-    stale = sorted(entry for entry in ALLOWED if entry not in taken)
-    assert not stale, f"no longer taken, remove from ALLOWED: {stale}"
-    assert all(file.startswith("runtime/") for file, _ in ALLOWED), "the static half has no exceptions"
 
 
 @pytest.mark.parametrize("source,expected", [

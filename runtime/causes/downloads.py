@@ -16,7 +16,7 @@ import os
 import re
 import types
 
-from .needsdata import _chain
+from .needsdata import exception_chain
 
 # Libraries whose own exception classes are network failures when their names say so.
 _HTTP_LIBRARIES = ("requests", "urllib3", "httpx", "aiohttp")
@@ -138,7 +138,7 @@ def _refused_save(chain: list[BaseException]) -> dict | None:
 def find(exc: BaseException) -> dict | None:
     """What the failed run tried to fetch: {"path", "what", "is_path", "download"}, or None when it
     failed for another reason."""
-    chain = _chain(exc)
+    chain = exception_chain(exc)
     outer = chain[0]
     refused = _refused_save(chain)
     if refused is not None:

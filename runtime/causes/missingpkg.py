@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib.util
 import os
 
-from .needsdata import _chain
+from .needsdata import exception_chain
 
 # Import names whose distribution is named otherwise, for the pip hint.
 _DISTRIBUTIONS = {
@@ -47,7 +47,7 @@ def in_project(top: str, root: str) -> bool:
 
 def find(exc: BaseException, root: str) -> dict | None:
     """{"name", "pip"} of the package not installed that stopped the run, or None."""
-    chain = _chain(exc)
+    chain = exception_chain(exc)
     if not isinstance(chain[0], (ImportError, SystemExit)):
         return None  # raised while handling an optional import's failure, for another reason
     for e in chain:

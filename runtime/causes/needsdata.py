@@ -72,7 +72,7 @@ def install() -> Tracker:
     return tracker
 
 
-def _chain(exc):
+def exception_chain(exc):
     """The exception and those it was raised from or during (a ``sys.exit`` in an ``except`` block)."""
     seen, todo = [], [exc]
     while todo and len(seen) < 20:
@@ -102,7 +102,7 @@ def _missing_path(e) -> str | None:
 
 def find(exc: BaseException, tracker: Tracker | None) -> dict | None:
     """The data the failed run was missing: {"path", "what"}, or None when it failed for another reason."""
-    for e in _chain(exc):
+    for e in exception_chain(exc):
         path = _missing_path(e)
         if path is None:
             continue

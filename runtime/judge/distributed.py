@@ -33,7 +33,7 @@ from ..records import (Comparison, Diagnosis, DistributedSummary, ExceptionRecor
                        RankSummary, RunResult, Where)
 from ..tracing import progress
 from ..sandbox import proctree
-from .runner import RunSpec, Sandbox, _failed_result
+from .runner import RunSpec, Sandbox, failed_result
 
 DEVICES = ("auto", "cpu", "cuda")  # --nproc runs on the CPU (gloo), or on N CUDA GPUs, one per rank
 # Trend tolerance of the loss agreement with the original (--rtol overrides it): the mean loss of
@@ -138,7 +138,7 @@ def run(spec: RunSpec, *, max_steps=None, seed=0, timeout=600.0, cwd=None, keep=
             except (OSError, ValueError):
                 res = None
         if res is None:
-            res = _failed_result(spec, "crashed", f"rank {r} exited without a result")
+            res = failed_result(spec, "crashed", f"rank {r} exited without a result")
             res["finished_at"] = None
         ranks.append(res)
     result = merge(spec, ranks, timed_out=timed_out, timeout=timeout, returncode=proc.returncode)

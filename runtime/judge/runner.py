@@ -195,7 +195,7 @@ def _tail(path: str) -> str:
         return ""
 
 
-def _failed_result(spec: RunSpec, status: str, message: str) -> RunResult:
+def failed_result(spec: RunSpec, status: str, message: str) -> RunResult:
     return {
         "mode": spec.mode, "status": status, "exit_code": None, "losses": [], "steps": 0,
         "backward_calls": 0, "step_times": [], "device_forward_calls": 0, "cpu_forward_calls": 0,
@@ -410,7 +410,7 @@ def run(spec: RunSpec, *, max_steps=None, seed=0, timeout=600.0, cwd=None, keep=
         where: Where | None = None
         if result and (exc := result.get("exception")):
             where = {"file": exc.get("file"), "line": exc.get("line")}
-        result = result or _failed_result(spec, "timeout", "")
+        result = result or failed_result(spec, "timeout", "")
         result["status"] = "timeout"
         at = f" at {where['file']}:{where['line']}" if where and where.get("file") else ""
         result["exception"] = {**(result.get("exception") or {}), "type": "Timeout",
@@ -418,7 +418,7 @@ def run(spec: RunSpec, *, max_steps=None, seed=0, timeout=600.0, cwd=None, keep=
         result["diagnosis"] = {"cause": f"the script did not finish within {timeout:g} s and was stopped{at}",
                                "rule": None, "rule_name": None, "where": where}
     elif result is None:
-        result = _failed_result(spec, "crashed", f"the child exited with code {proc.returncode} "
+        result = failed_result(spec, "crashed", f"the child exited with code {proc.returncode} "
                                                  f"without a result")
     return box.finish(result, proc, wall, show_output, keep, spec.label)
 

@@ -13,7 +13,7 @@ import html
 import math
 
 from ..records import VerifiedRun, VerifyReport
-from .report import _EVENTS, _STATUS, _pass_lines, coverage_lines, device_calls, run_rows, summary
+from .report import EVENT_NAMES, STATUS_NAMES, pass_lines, coverage_lines, device_calls, run_rows, summary
 
 WIDTH, HEIGHT = 900, 380
 LEFT, RIGHT, TOP, BOTTOM = 78, 24, 18, 48
@@ -172,7 +172,7 @@ def _legend(series: list) -> str:
 def runs_table(report: VerifyReport) -> str:
     rows = []
     for s, diff in run_rows(report):
-        status = _STATUS.get(s["status"], s["status"])
+        status = STATUS_NAMES.get(s["status"], s["status"])
         rows.append(f'<tr><td>{e(s["label"])}</td><td>{e(s["device"] or s["mode"])}</td><td>{e(status)}</td>'
                     f'<td class="num">{s["steps"]}</td><td class="num">{e(_num(s["first_loss"]))}</td>'
                     f'<td class="num">{e(_num(s["last_loss"]))}</td><td class="num">{e(diff)}</td></tr>')
@@ -212,7 +212,7 @@ def audit_table(report: VerifyReport) -> str:
         for ev in run.get("events", []):
             w = ev.get("where") or {}
             at = f" at {w['file']}:{w['line']}" if w.get("file") else ""
-            what = _EVENTS.get(ev["kind"], ev["kind"])
+            what = EVENT_NAMES.get(ev["kind"], ev["kind"])
             events.append(f'<li class="warn">{e(run["label"])}: {e(what)} {e(ev["module"])}{e(at)}</li>')
     if not rows and not events:
         return '<p id="audit">No module was called.</p>'
@@ -230,7 +230,7 @@ def verdict_section(report: VerifyReport) -> str:
     items = []
     if v == "pass":
         # the same evidence as the text report
-        items = [e(line.strip()) for line in _pass_lines(report)[1:]]
+        items = [e(line.strip()) for line in pass_lines(report)[1:]]
     for r in report["reasons"]:
         rule = f" — {r['rule']} ({r['rule_name']})" if r.get("rule") else ""
         items.append(f'<span class="reason">{e(r["run"])}: {e(r["cause"])}{e(rule)}</span>')

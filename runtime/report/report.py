@@ -102,18 +102,18 @@ def _audit_lines(run: VerifiedRun) -> list:
     for e in run.get("events", []):
         w = e.get("where") or {}
         at = f" at {w['file']}:{w['line']}" if w.get("file") else ""
-        what = _EVENTS.get(e["kind"], e["kind"])
+        what = EVENT_NAMES.get(e["kind"], e["kind"])
         lines.append(f"    ! {what} {e['module']}{at}")
     return lines
 
 
-_EVENTS = {
+EVENT_NAMES = {
     "cpu-input-to-device-module": "a CPU tensor reached device module",
     "device-input-to-cpu-module": "a device tensor reached CPU module",
     "mixed-inputs": "CPU and device tensors together reached",
     "non-leaf-parameter": "a parameter moved at creation (a non-leaf tensor, never trained) in",
 }
-_STATUS = {"max_steps": "max-steps", "needs_data": "needs-data"}
+STATUS_NAMES = {"max_steps": "max-steps", "needs_data": "needs-data"}
 _STEP_KINDS = {"optimizer": "optimizer steps", "in place": "updates by hand in place",
                "rebinding": "updates by hand that rebind the weights",
                "hand-computed gradients": "updates by hand-computed gradients (no backward)"}
@@ -135,7 +135,7 @@ def device_calls(run: VerifiedRun) -> str:
     return text
 
 
-def _pass_lines(report: VerifyReport) -> list:
+def pass_lines(report: VerifyReport) -> list:
     runs = report["runs"]
     lines = ["verdict: PASS"]
     dev = next((r for r in runs if r["mode"] in ("cuda", "sim", "sim-mps", "mps", "xpu")), None)
@@ -241,7 +241,7 @@ def to_text(report: VerifyReport) -> str:
     out = [head, ""]
     rows = []
     for sm, diff in run_rows(report):
-        rows.append([sm["label"], sm["device"] or sm["mode"], _STATUS.get(sm["status"], sm["status"]), sm["steps"], _fmt(sm["first_loss"]),
+        rows.append([sm["label"], sm["device"] or sm["mode"], STATUS_NAMES.get(sm["status"], sm["status"]), sm["steps"], _fmt(sm["first_loss"]),
                      _fmt(sm["last_loss"]), diff, _fmt(sm["ms_per_step"], ".2f")])
     out += _table(rows, ["run", "device", "status", "steps", "first loss", "last loss", "max rel diff", "ms/step"])
 
@@ -262,7 +262,7 @@ def to_text(report: VerifyReport) -> str:
     out.append("")
     v = report["verdict"]
     if v == "pass":
-        out += _pass_lines(report)
+        out += pass_lines(report)
     elif v == "needs-data":
         out += _needs_data_lines(report)
     else:
