@@ -1,4 +1,4 @@
-"""What recording the executed lines (runtime/linetrace.py) costs a run: the script's time with and without it.
+"""What recording the executed lines (runtime/tracing/linetrace.py) costs a run: the script's time with and without it.
 
     python benchmarks/bench_lines.py [--repeat 5] [SCRIPT ...]
 

@@ -15,7 +15,7 @@ real GPU and within a time budget, what shows whether that rests on rock:
   verify_migrate  `cpu2gpu verify --device cuda --against ORIGINAL` of the runtime fixtures' migrations
                   and of two rewritten projects, and `cpu2gpu migrate --device cuda` of the migrate
                   fixtures: the verdicts, and whether the device's losses lie within the GPU tolerance
-                  (runtime/compare.py RTOL["cuda"]) of the CPU original's.
+                  (runtime/judge/compare.py RTOL["cuda"]) of the CPU original's.
   distributed     DDP migrations under torchrun with one rank: nccl on the GPU.
   gpu_tests       the `gpu`-marked tests (tests/runtime/test_gpu.py).
 
@@ -245,7 +245,7 @@ def fidelity(script: Path, max_steps: int = FIDELITY_STEPS) -> Item:
 
 
 # sim_semantics.py without the simulator: its checks then speak of real CUDA. TF32 is off, as in verify's
-# children (runtime/harness.py).
+# children (runtime/child/harness.py).
 _SEMANTICS_ON_CUDA = r"""
 import runpy, sys, types
 import torch

@@ -191,3 +191,26 @@ def test_a_room_of_the_runtime_is_a_package_of_at_most_twelve_modules():
         modules = [p for p in room.glob("*.py") if p.name != "__init__.py"]
         assert (room / "__init__.py").exists(), f"runtime/{room.name} has no __init__.py"
         assert len(modules) <= 12, f"runtime/{room.name} holds {len(modules)} modules"
+
+
+def _layout_folders() -> dict[str, set[str]]:
+    """The README's Layout block: for each top folder it names, the subfolders it names under it."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## Layout", 1)[1].split("```", 2)[1]
+    named: dict[str, set[str]] = {}
+    top = None
+    for line in block.splitlines():
+        word = line.split(" ", 1)[0] if not line.startswith(" ") else None
+        if word and word.endswith("/"):
+            top = word.rstrip("/")
+            named[top] = set()
+        elif top and line.startswith("  ") and not line.startswith("   ") and line.split()[0].endswith("/"):
+            named[top].add(line.split()[0].rstrip("/"))
+    return named
+
+
+@pytest.mark.parametrize("top", ["cpu2gpu", "runtime", "fixtures"])
+def test_the_readmes_layout_names_every_folder_and_only_those(top):
+    named = _layout_folders()[top]
+    there = {p.name for p in (ROOT / top).iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert named == there, f"README's Layout for {top}/: missing {sorted(there - named)}, gone {sorted(named - there)}"

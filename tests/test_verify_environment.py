@@ -1,4 +1,4 @@
-"""The environment verify gives its runs (runtime/environment.py): no torch needed."""
+"""The environment verify gives its runs (runtime/sandbox/environment.py): no torch needed."""
 
 from cpu2gpu.runtime.sandbox.environment import child_environment
 

@@ -44,7 +44,7 @@ class RunSpec:
     script: str  # as the user gave it
     mode: str  # cpu | sim | cuda
     args: list = field(default_factory=list)
-    nproc: int = 0  # ranks under torchrun (verify --nproc, runtime/distributed.py); 0: one process
+    nproc: int = 0  # ranks under torchrun (verify --nproc, judge/distributed.py); 0: one process
     cwd: str | None = None  # the working directory it runs from, when not the verification's (migrate's draft)
     perturbed: bool = False  # the original's second run, the last bit of every op's result perturbed (band.py)
     root: str | None = None  # the folder copied for the run, when not chosen from script and cwd (migrate's draft)

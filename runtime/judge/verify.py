@@ -320,7 +320,7 @@ def verify(script: str, args=(), *, against=None, device="auto", max_steps=None,
            reference=None, reference_band=None, root=None, device_flag=None) -> VerifyReport:
     """Run `script` (and `against`) as planned; return the whole report as data.
     `progress` (a progressview.ProgressView) is told of each run as it goes.
-    `nproc` (>= 2): run `script` under torchrun with that many ranks (runtime/distributed.py).
+    `nproc` (>= 2): run `script` under torchrun with that many ranks (judge/distributed.py).
     `with_cpu`: the CPU fallback run as well, whatever the device. `against_cwd`: the folder the
     original runs from (default `cwd`). `reference`: the original's result from an earlier
     verification of the same original, reused instead of running it again (migrate's rounds);

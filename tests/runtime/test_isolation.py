@@ -1,4 +1,4 @@
-"""The run may write only in its own copy (runtime/isolation.py, landlock.py, writewatch.py, keeper.py).
+"""The run may write only in its own copy (runtime/sandbox/: isolation.py, landlock.py, writewatch.py, keeper.py).
 
 Each probe tries to change the user's folder in a way the audit hook alone does not see (through a
 dir_fd, by a link, in a subprocess, from native code) and ignores the refusal. The folder must stay

@@ -1,4 +1,4 @@
-"""Nothing of a run lives on once verify ends, however it ends (runtime/keeper.py, runtime/reaper.py).
+"""Nothing of a run lives on once verify ends, however it ends (runtime/sandbox/keeper.py, reaper.py).
 
 Leftovers are found by a marker, a fresh uuid given to the script as its first argument: the run's own
 processes (the keeper, the run, torchrun and its ranks) carry it on their command lines, and so does the
