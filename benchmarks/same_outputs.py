@@ -42,6 +42,12 @@ MASKS = [
     (re.compile(r"/tmp/pytest[\w/-]*"), "/tmp/#"),
     (re.compile(r"(?m)^(\S.*?\s)\d+(?:\.\d+)?(\s*)$"), r"\1#\2"),  # the text table's last column: ms/step
     (re.compile(r"\b\d+(?:\.\d+)? ?(?:ms|s)\b"), "# s"),
+    (re.compile(r'"step_times": \[[^\]]*\]'), '"step_times": [#]'),
+    # the engine's own frames in a traceback: where its code lives is not an output
+    (re.compile(r'  File \\"[^"]*?/cpu2gpu/runtime/[^"]*?\\", line \d+, in \w+\\n(?:    (?:(?!\\n).)*\\n)*'),
+     "[engine frame]"),
+    (re.compile(r"same-[a-z0-9_]{8}"), "same-#"),  # the fixture's temporary copy
+    (re.compile(r"\.[0-9a-f]{32}\.partial"), ".#.partial"),  # torch.hub's download in progress
 ]
 
 
