@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 INSTALL_HINT = "cpu2gpu verify needs PyTorch: pip install 'cpu2gpu[runtime]'"
@@ -78,13 +80,13 @@ def verify(script, script_args, against, device, max_steps, timeout, seed, rtol,
         click.echo("cpu2gpu verify: --env-allow needs --clean-env (without it every variable is passed)", err=True)
         raise SystemExit(2)
     try:
+        # only when verify runs, to say torch is missing: `cpu2gpu --help` loads this module and needs no torch
         import torch  # noqa: F401
     except ImportError:
         click.echo(INSTALL_HINT, err=True)
         raise SystemExit(2)
 
-    import sys
-
+    # verify's modules load only when it runs (start-up time: `cpu2gpu --help` and `verify --help` load this module)
     from .report import progressview
     from .sandbox.reaper import guard
     from .report.report import to_json, to_text
@@ -102,7 +104,7 @@ def verify(script, script_args, against, device, max_steps, timeout, seed, rtol,
         raise SystemExit(2)
     click.echo(to_json(report) if output_format == "json" else to_text(report))
     if report_path:
-        from .report.htmlreport import to_html
+        from .report.htmlreport import to_html  # only for --report (start-up time)
 
         try:
             with open(report_path, "w", encoding="utf-8") as f:
@@ -144,12 +146,13 @@ def migrate(script, script_args, in_place, write_unproven, device, max_steps, ma
     a package is missing).
     """
     try:
+        # only when migrate runs, to say torch is missing: `cpu2gpu --help` loads this module and needs no torch
         import torch  # noqa: F401
     except ImportError:
         click.echo(INSTALL_HINT.replace("verify", "migrate"), err=True)
         raise SystemExit(2)
-    import sys
 
+    # migrate's modules and the static engine load only when it runs (start-up: `cpu2gpu --help` loads this module)
     from .judge.migrate import EXIT_CANNOT_RUN, EXIT_ERROR, EXIT_PROVEN, EXIT_UNPROVEN, migrate as run_migrate
     from .report.migratereport import to_json, to_text, write_files
     from .sandbox.reaper import guard
@@ -171,7 +174,7 @@ def migrate(script, script_args, in_place, write_unproven, device, max_steps, ma
     for error in errors:
         click.echo(f"error: {error}", err=True)
     if report_path:
-        from .report.htmlreport import to_html
+        from .report.htmlreport import to_html  # only for --report (start-up time)
 
         try:
             with open(report_path, "w", encoding="utf-8") as f:

@@ -6,15 +6,19 @@ status, ``requests``' ``ConnectionError``...) shows nothing about the migration:
 the original would stop there too. It is reported as "needs data: URL", with the
 URL (or host) taken from the exception or from the frames of its traceback.
 
-Used in every run, with or without ``--synthetic-data``; it imports nothing
-until a run has failed.
+Used in every run, with or without ``--synthetic-data``.
 """
 
 from __future__ import annotations
 
+import http.client
 import os
 import re
+import socket
+import ssl
 import types
+import urllib.error
+import urllib.request
 
 from .needsdata import exception_chain
 
@@ -33,11 +37,6 @@ _URL_NAMES = {"url", "fullurl", "full_url", "uri"}
 def _kind(e: BaseException) -> str | None:
     """"network" for a fetch's failure; "maybe" for an OS-level one (a refused connection, a timeout)
     that counts only where a fetch target is found; None otherwise."""
-    import http.client
-    import socket
-    import ssl
-    import urllib.error
-
     if isinstance(e, (urllib.error.URLError, http.client.HTTPException, socket.gaierror, socket.herror)):
         return "network"
     cls = type(e)
@@ -49,8 +48,6 @@ def _kind(e: BaseException) -> str | None:
 
 
 def _url_of(value) -> str | None:
-    import urllib.request
-
     if isinstance(value, urllib.request.Request):
         return value.full_url
     if isinstance(value, str) and _URL.fullmatch(value.strip()):
@@ -71,8 +68,6 @@ def _frames(e: BaseException) -> list[types.FrameType]:
 def _from_frame(frame: types.FrameType) -> str | None:
     """What this frame was fetching: a Request, a URL-named string, an HTTP connection's host,
     the address of ``socket.create_connection``."""
-    import http.client
-
     local = frame.f_locals
     for value in local.values():
         if type(value).__name__ == "Request":

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import linecache
 import os
 import random
 import sys
@@ -15,9 +16,12 @@ import time
 import traceback
 from typing import cast
 
-from . import notebookrun
+from . import distributed_child, notebookrun
 from .notebookrun import is_notebook, program_file
+from ..causes import downloads, missingpkg, needsdata
 from ..records import Diagnosis, MissingPackage, RunResult
+from ..sandbox import audithook, keeper
+from ..tracing import progress, usercode
 
 MODES = ("cpu", "sim", "cuda", "sim-mps", "mps", "xpu")
 
@@ -76,19 +80,19 @@ def _displayer(workdir, orig_root, base):
 
 
 def _seed(seed: int) -> None:
-    import torch
+    import torch  # after keeper.split (main), which must fork before torch starts threads
 
     random.seed(seed)
     torch.manual_seed(seed)
     try:
-        import numpy
+        import numpy  # an optional package
     except ImportError:
         return
     numpy.random.seed(seed % 2**32)
 
 
 def _module_names(namespace) -> dict:
-    import torch
+    import torch  # after keeper.split (main), which must fork before torch starts threads
 
     names: dict[int, str] = {}
     for key, value in (namespace or {}).items():
@@ -151,22 +155,19 @@ def main(argv=None) -> int:
     opts = parse(sys.argv[1:] if argv is None else argv)
     t0 = time.perf_counter()
     if opts.distributed:
-        from . import distributed_child
-
         distributed_child.prepare(opts)
-    from ..sandbox import keeper
-
     # Before torch starts threads: the run is confined here, and its keeper stays outside (keeper.py).
     isolation_record = keeper.split(opts.private, opts.orig_root, opts.result + ".writes",
                                     kernel=opts.isolation != "audit-hook")
+    # torch only now: keeper.split must fork before torch starts threads
     import torch
 
+    # these import torch: after keeper.split too
     from . import harness
-    from ..sandbox import audithook
     from ..steps.stepcap import StopRun
 
     if opts.mode in ("sim", "sim-mps"):
-        from ..device import sim
+        from ..device import sim  # imports torch: after keeper.split; and only for the simulated device
 
         sim.install("mps" if opts.mode == "sim-mps" else "cuda")
     elif opts.mode == "cpu":
@@ -178,24 +179,22 @@ def main(argv=None) -> int:
     rec = harness.Recorder(opts.workdir, opts.max_steps)
     harness.install(rec)
     if opts.perturb_last_bit:
-        from ..steps import band
+        from ..steps import band  # imports torch: after keeper.split; and only for the perturbed run
 
         band.install()
     device_choice = None
     if opts.mode != "cpu":  # where the model should reach the device: did the script itself pick the CPU?
-        from . import devicechoice
+        from . import devicechoice  # imports torch: after keeper.split
 
         device_choice = devicechoice.DeviceChoice(rec.user_location, lambda: rec.steps > 0)
         devicechoice.install(device_choice)
     progress_writer = None
     if opts.progress:
-        from ..tracing import progress
-
         progress_writer = progress.install(opts.progress, rec)
     guard = audithook.install(opts.workdir, opts.orig_root)
     synthetic_setup = None
     if opts.synthetic_data:
-        from ..standins import setup as synthetic
+        from ..standins import setup as synthetic  # imports torch: after keeper.split; and only with --synthetic-data
 
         synthetic_setup = synthetic.install()
     harness.stop_on_sigterm()
@@ -206,11 +205,9 @@ def main(argv=None) -> int:
     cuda_drew = harness.track_cuda_rng() if opts.mode == "cuda" else None
 
     script = os.path.abspath(opts.script)
-    from ..tracing import usercode
-
     usercode.install(rec.is_user_file)  # the user's files compiled with the run's transforms
     if rec.cap is not None:
-        from ..steps import cappedloops
+        from ..steps import cappedloops  # imports torch: after keeper.split
 
         cappedloops.install(rec.cap)
     sys.argv = [opts.script] + list(opts.args)
@@ -251,6 +248,7 @@ def main(argv=None) -> int:
         else:
             missing_package = _missing_package(e, opts, exception)
         try:
+            # only when the script failed: diagnose imports torch and the rules (the static engine: ~0.5 s)
             from ..causes.diagnose import explain
 
             diagnosis = cast("Diagnosis | None", explain(e, tb, rec, display))  # diagnose makes a plain dict
@@ -270,7 +268,7 @@ def main(argv=None) -> int:
     cuda_queries = 0
     mirrored_draws = 0
     if opts.mode in ("sim", "sim-mps"):
-        from ..device import sim
+        from ..device import sim  # imports torch: after keeper.split; and only for the simulated device
 
         device_rng = False  # the simulated device's draws come from the CPU generator (sim: mirrored)
         mirrored_draws = sim.mirrored()
@@ -329,7 +327,7 @@ def main(argv=None) -> int:
     if missing_package:
         result["missing_package"] = missing_package
     if synthetic_setup:
-        from ..standins import setup as synthetic
+        from ..standins import setup as synthetic  # imports torch: after keeper.split; and only with --synthetic-data
 
         result["needs_data"] = needs_data
         result["synthetic"] = {"torchvision": synthetic_setup["torchvision"], "reason": synthetic_setup["reason"],
@@ -345,8 +343,6 @@ def _sources(lines, display) -> dict:
     """{shown path: its text's lines} of each user file compiled (those that ran, a notebook's cells that did
     not): what the parent maps the original's lines onto the migrated files with (the rewrite adds and
     changes lines)."""
-    import linecache
-
     out = {}
     for filename in lines.compiled:
         text = linecache.getlines(filename)
@@ -365,8 +361,6 @@ def _in_root(lines, display, workdir) -> dict:
 def _needs_data(exc, setup, opts, display, exception):
     """What the run was missing, as the user sees it, or None when it failed for another reason.
     A missing file counts under --synthetic-data only (`setup`); a failed download always does."""
-    from ..causes import downloads, needsdata
-
     found = needsdata.find(exc, setup["tracker"]) if setup else None
     if found is None:
         found = downloads.find(exc)
@@ -385,8 +379,6 @@ def _needs_data(exc, setup, opts, display, exception):
 
 def _missing_package(exc, opts, exception) -> MissingPackage | None:
     """The package not installed here that the run imports, with the import's line, or None."""
-    from ..causes import missingpkg
-
     found = missingpkg.find(exc, opts.workdir)
     if found is None:
         return None

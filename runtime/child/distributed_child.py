@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import functools
 import json
+import linecache
 import os
 import signal
+import socket
+import sys
+import threading
 import time
 from typing import Any
 
@@ -57,7 +61,7 @@ def stop_on_sigterm(rec, state) -> None:
     """The first SIGTERM (the parent's timeout, or torchrun after another rank failed) raises in the
     script, so that the rank reports where it was. One that comes once the script has ended (the
     rank is writing its result, or explaining an error) is ignored."""
-    from .harness import TimedOut
+    from .harness import TimedOut  # harness imports torch: not before keeper.split (see install)
 
     def handler(signum, frame):
         state.sigterm_handled = True
@@ -81,10 +85,6 @@ def watch_sigterm(rec, state, opts, display) -> None:
     never runs the Python handler: a thread that the signal wakes (set_wakeup_fd) waits GRACE_S,
     then writes the rank's result itself, located at the user's line the main thread is blocked on,
     and ends the process."""
-    import socket
-    import sys
-    import threading
-
     reader, writer = socket.socketpair()
     writer.setblocking(False)
     try:
@@ -107,8 +107,6 @@ def watch_sigterm(rec, state, opts, display) -> None:
             return  # the main thread runs Python: it reports and exits itself
         frame = _user_frame(sys._current_frames().get(main_id), rec)
         where = {"file": display(frame.f_code.co_filename), "line": frame.f_lineno} if frame else None
-        import linecache
-
         source = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip() if frame else None
         result = {
             "mode": opts.mode, "status": "error", "exit_code": None, "losses": list(rec.losses),
@@ -150,7 +148,7 @@ class RankRecord:
         # Registered after the harness's hook: rec.steps already counts this step (or not: skipped).
         if self.rec.steps <= len(self.checksums):
             return
-        import torch
+        import torch  # not before keeper.split (see install)
 
         sums, squares, count = [], [], 0
         with torch.no_grad():
@@ -185,6 +183,7 @@ def _env_int(name):
 def install(rec, opts, display) -> RankRecord:
     """Hook the optimizer steps (checksums), init_process_group, DDP and DistributedSampler; stop on
     SIGTERM as a rank must (after harness.stop_on_sigterm, which this replaces)."""
+    # torch: child.py imports this module before keeper.split, which must fork before torch starts threads
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     state = RankRecord(rec)
@@ -192,7 +191,7 @@ def install(rec, opts, display) -> RankRecord:
     watch_sigterm(rec, state, opts, display)
     register_optimizer_step_post_hook(state.on_step)
 
-    import torch.distributed as dist
+    import torch.distributed as dist  # torch: not before keeper.split (see install)
 
     if dist.is_available():
         orig_init = dist.init_process_group
@@ -209,13 +208,13 @@ def install(rec, opts, display) -> RankRecord:
 
         dist.init_process_group = init_process_group
         try:
-            import torch.distributed.distributed_c10d as c10d
+            import torch.distributed.distributed_c10d as c10d  # torch: not before keeper.split (see install)
 
             c10d.init_process_group = init_process_group
         except ImportError:
             pass
 
-        from torch.nn.parallel import DistributedDataParallel
+        from torch.nn.parallel import DistributedDataParallel  # torch: not before keeper.split (see install)
 
         ddp_class: Any = DistributedDataParallel  # patched: its __init__ counts the wrapped modules
         orig_ddp_init = ddp_class.__init__
@@ -226,7 +225,7 @@ def install(rec, opts, display) -> RankRecord:
 
         ddp_class.__init__ = ddp_init
 
-    from torch.utils.data.distributed import DistributedSampler
+    from torch.utils.data.distributed import DistributedSampler  # torch: not before keeper.split (see install)
 
     sampler_class: Any = DistributedSampler  # patched: counts the samplers and the set_epoch calls
     orig_sampler_init = sampler_class.__init__

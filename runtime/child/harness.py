@@ -12,15 +12,20 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import signal
 import sys
 import time
 import weakref
 from typing import TYPE_CHECKING, Callable
 
 import torch
+from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 from torch.nn.utils.rnn import PackedSequence
+from torch.optim.optimizer import register_optimizer_step_post_hook
+from torch.utils.data import DataLoader, dataloader
 
 from ..records import LoaderRecord
+from ..steps import manualsteps, stepcap
 from ..tracing.linetrace import Lines
 
 if TYPE_CHECKING:
@@ -51,8 +56,6 @@ class TimedOut(BaseException):
 
 
 def stop_on_sigterm() -> None:
-    import signal
-
     def handler(signum, frame):
         raise TimedOut("stopped by the timeout")
 
@@ -356,14 +359,9 @@ def install(rec: Recorder) -> None:
     setattr(torch.Tensor, "backward", backward)  # a monkey-patch: setattr, as mypy rejects assigning to a method
     torch.autograd.backward = autograd_backward
 
-    from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
-    from torch.optim.optimizer import register_optimizer_step_post_hook
-
     register_optimizer_step_post_hook(rec.on_step)
     register_module_forward_pre_hook(rec.pre_forward)
     register_module_forward_hook(rec.post_forward, always_call=True)
-
-    from ..steps import manualsteps
 
     rec.manual = manualsteps.ManualSteps(rec.on_manual_step, lambda: bool(rec.optimizers_seen), rec.is_user_file)
     manualsteps.install(rec.manual)
@@ -371,8 +369,6 @@ def install(rec: Recorder) -> None:
     _note_loaders(rec)
     _unscale_losses(rec)
     if rec.max_steps is not None:
-        from ..steps import stepcap
-
         rec.cap = cap = stepcap.StepCap(rec, rec.max_steps)
         stepcap.install(cap)  # after _track_batches: its gate decides before a batch is noted
 
@@ -380,8 +376,6 @@ def install(rec: Recorder) -> None:
 def _track_batches(rec: Recorder) -> None:
     # A tensor that came out of a DataLoader and stayed on the CPU is a batch
     # not moved (CG103), not just any tensor (CG102).
-    from torch.utils.data import dataloader
-
     base = dataloader._BaseDataLoaderIter
     orig_next = base.__next__
 
@@ -409,8 +403,6 @@ def _track_batches(rec: Recorder) -> None:
 def _note_loaders(rec: Recorder) -> None:
     """How each DataLoader the user's code makes draws its batches: a script that shuffles only on the
     accelerator (`if use_cuda: kwargs.update(shuffle=True)`) feeds its device run other batches."""
-    from torch.utils.data import DataLoader
-
     orig_init = DataLoader.__init__
 
     @functools.wraps(orig_init)
@@ -430,7 +422,7 @@ def _unscale_losses(rec: Recorder) -> None:
     # With a GradScaler the scalar given to backward() is loss * scale; record
     # the loss itself so that runs with and without scaling compare.
     try:
-        from torch.amp import GradScaler
+        from torch.amp import GradScaler  # new in torch 2.3 (the runtime takes torch >= 2.0): else nothing to unscale
     except ImportError:
         return
     orig_scale = GradScaler.scale

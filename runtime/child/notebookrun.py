@@ -17,6 +17,8 @@ import re
 import sys
 import types
 
+from ..tracing import usercode
+
 CELL_SEP = ":cell "
 _TIMED = re.compile(r"^(\s*)%(?:time|timeit|prun)\b((?:\s+-[A-Za-z](?:\s*\d+)?)*)\s+(\S.*)$")
 
@@ -56,6 +58,7 @@ def _python(cell) -> str:
 def compile_cells(path: str) -> list:
     """Every cell compiled before any runs: a cell that does not parse stops the run at the start,
     as ``check`` refuses the notebook, rather than after the cells above it have trained."""
+    # only for a notebook: cells imports libcst and the static engine (~0.25 s), which a script's run does not need
     from cpu2gpu.notebooks.cells import runnable_cells
 
     with open(path, "rb") as f:
@@ -71,8 +74,6 @@ def compile_cells(path: str) -> list:
 
 def _compile(source: str, name: str):
     """A cell's code, compiled as a script's is: loops capped, lines recorded (usercode)."""
-    from ..tracing import usercode
-
     return usercode.compile_user(source.encode("utf-8"), name)
 
 

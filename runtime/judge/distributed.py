@@ -59,7 +59,7 @@ def check(script: str, device: str, nproc: int, notebook: bool) -> None:
         raise DistributedUnavailable(f"--nproc runs a script under torchrun, not a notebook: {script}")
     if device not in DEVICES:
         raise DistributedUnavailable(f"--nproc runs on the CPU (gloo) or on N CUDA GPUs, not on --device {device}")
-    import torch
+    import torch  # only for --nproc: the parent imports this module without torch (start-up time)
 
     dist = getattr(torch, "distributed", None)
     if dist is None or not dist.is_available():
@@ -80,7 +80,7 @@ def modes(device: str, nproc: int) -> list:
         return ["cpu"]
     if device == "cuda":
         return ["cuda"]
-    import torch
+    import torch  # only for --nproc: the parent imports this module without torch (start-up time)
 
     enough = torch.cuda.is_available() and torch.cuda.device_count() >= nproc
     return ["cuda", "cpu"] if enough else ["cpu"]

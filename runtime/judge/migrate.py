@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from cpu2gpu.engine import SourceError, rewrite_data
+from cpu2gpu.engine import SourceError, rewrite_data, select_rules
 from cpu2gpu.migration import Evidence, repair, rule_fix
 from cpu2gpu.migration.deviceflags import opt_in_flag
+from cpu2gpu.notebooks.cells import rewrite_notebook
 from cpu2gpu.notebooks.repairs import repair_cell
 from cpu2gpu.project.projectset import Project, find_root, project_seeds
 from cpu2gpu.analysis.seeds import NO_SEEDS
@@ -136,8 +137,6 @@ def static_round(draft: Draft, files: list[str], rules, unsafe_fixes: bool, devi
             data = f.read()
         try:
             if is_notebook(path):
-                from cpu2gpu.notebooks.cells import rewrite_notebook
-
                 new = rewrite_notebook(data, path, rules, unsafe_fixes, device_expression)
             else:
                 new = rewrite_data(data, path, rules, unsafe_fixes, device_expression, seeds.get(path, NO_SEEDS))[1]
@@ -278,8 +277,6 @@ def migrate(script: str, args=(), *, device: str = "auto", max_steps=None, synth
     if not os.path.isfile(script):
         raise VerifyError(f"no such file: {script}")
     if rules is None:
-        from cpu2gpu.engine import select_rules
-
         rules = select_rules()
     cwd = os.path.abspath(cwd or os.getcwd())
     script = os.path.abspath(script)

@@ -6,6 +6,7 @@ Imports nothing heavy: torch lives in the child.
 
 from __future__ import annotations
 
+import fcntl
 import glob
 import json
 import os
@@ -102,10 +103,6 @@ def _few_files(root: str) -> bool:
 def clone_file(src: str, dst: str) -> bool:
     """A copy-on-write clone (reflink) of ``src`` at ``dst``, where the file system has them:
     instant, no extra space, and a write to it never reaches ``src``."""
-    try:
-        import fcntl
-    except ImportError:
-        return False
     try:
         with open(src, "rb") as s, open(dst, "wb") as d:
             fcntl.ioctl(d.fileno(), FICLONE, s.fileno())

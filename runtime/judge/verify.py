@@ -24,14 +24,14 @@ class VerifyError(Exception):
 
 
 def cuda_available() -> bool:
-    import torch
+    import torch  # only to look for a GPU: the parent imports this module without torch (start-up time)
 
     return bool(torch.cuda.is_available())
 
 
 def accelerator_available(kind: str) -> bool:
     """A real Apple (mps) or Intel (xpu) GPU here."""
-    import torch
+    import torch  # only to look for a GPU: the parent imports this module without torch (start-up time)
 
     if kind == "mps":
         return bool(torch.backends.mps.is_available())
@@ -237,7 +237,7 @@ def _parts_by_rounding(report: VerifyReport) -> bool:
 def _measure_band(specs: list, results: list[RunResult], run_one) -> BandMeasure | None:
     """Run the reference again with the last bit of every op's result perturbed (band.py); its divergence from the
     reference, step by step, is the band. None when there is no reference that ran."""
-    from ..steps import band
+    from ..steps import band  # band imports torch, which the parent loads only when a band is measured
 
     ref_spec = _reference_spec(specs)
     if ref_spec is None:
@@ -304,6 +304,7 @@ def needed_data(specs: list, results: list[RunResult]) -> list[NeededData]:
 
 def _read_notebook(path: str) -> None:
     """A file that is not a notebook is a usage error, found before any run starts."""
+    # only for a notebook: the static engine takes ~0.25 s to import, which verifying a script does not need
     from cpu2gpu.engine import SourceError
     from cpu2gpu.notebooks.cells import load
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 PROC = "/proc"
 ROUNDS = 50  # walks of the family while it is being stopped; a fork bomb may take several
@@ -119,8 +120,6 @@ def kill_marked(marker: bytes) -> list[int]:
 def reap(pids: list[int], wait_s: float = 2.0) -> None:
     """Collect those of ``pids`` that are this process's children (orphans adopted as a subreaper),
     once they are dead: never a wait on any child, which would steal another thread's subprocess."""
-    import time
-
     mine = {pid for pid, ppid in parents().items() if ppid == os.getpid() and pid in pids}
     deadline = time.monotonic() + wait_s
     while mine and time.monotonic() < deadline:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import fcntl
+import json
 import os
 import platform
 import struct
@@ -291,8 +292,6 @@ class Watch:
             return
         self.records.append(entry)
         if self.record_to:
-            import json
-
             try:
                 with open(self.record_to, "a") as f:
                     f.write(json.dumps(entry) + "\n")

@@ -22,14 +22,14 @@ from torch.utils.data import Dataset
 
 from . import synthdata as sd
 from ..causes.needsdata import NeedsData
-from .image import new_image
+from .image import new_image, pil
 
 SOURCE = "torchvision.datasets"
 
 
 def _numpy():
     try:
-        import numpy
+        import numpy  # an optional package
     except ImportError:
         return None
     return numpy
@@ -430,8 +430,6 @@ DEFAULT_FOLDER_CLASSES = [f"class_{i}" for i in range(10)]
 
 
 def default_loader(path):
-    from .image import pil
-
     P = pil()
     if P is None:
         raise NeedsData(path, "torchvision.datasets.folder.default_loader (no Pillow)")

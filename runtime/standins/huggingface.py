@@ -18,6 +18,7 @@ from typing import Any, Optional
 
 from . import synthdata as sd
 from ..causes.needsdata import NeedsData
+from .image import new_image, pil
 
 SOURCE = "datasets.load_dataset"
 LOCAL_BUILDERS = {"csv", "json", "text", "parquet", "arrow", "pandas", "imagefolder", "audiofolder",
@@ -73,8 +74,6 @@ def _build(hf, key: str, split: str):
     train = split == "train"
     n = sd.split_size(train)
     if kind == "image":
-        from .image import new_image, pil
-
         if pil() is None:
             raise NeedsData(f"huggingface:{key}", f"{SOURCE}({key!r}) (image columns need Pillow)", is_path=False)
         image_col, label_col, (c, h, w) = columns

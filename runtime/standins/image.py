@@ -24,7 +24,7 @@ def pil():
     """PIL.Image, or None when Pillow is not installed."""
     if not _PIL:
         try:
-            from PIL import Image as PILImage
+            from PIL import Image as PILImage  # an optional package, looked for once
         except Exception:  # absent, or a broken build
             PILImage = None
         _PIL.append(PILImage)
@@ -224,7 +224,7 @@ def new_image(hwc: torch.Tensor, mode: str | None = None):
 
 def _np() -> bool:
     try:
-        import numpy  # noqa: F401
+        import numpy  # noqa: F401  (an optional package)
     except ImportError:
         return False
     return True

@@ -14,16 +14,17 @@ their own from the data set's name and split.
 
 from __future__ import annotations
 
+import importlib
+import sys
+
 from . import afterimport
 from ..causes import needsdata
 from . import synthdata
+from . import torchvision as standin_torchvision
 
 
 def _patch(module_name: str, attribute: str):
     def patch(module):
-        import importlib
-        import sys
-
         try:
             getattr(importlib.import_module(f"{__package__}.{module_name}"), attribute)(module)
         except Exception as e:  # a version we do not know: the script runs on the real library
@@ -34,8 +35,6 @@ def _patch(module_name: str, attribute: str):
 
 def install() -> dict:
     """Returns the setup (for the report) and the tracker of the script's own files."""
-    from . import torchvision as standin_torchvision
-
     setup = standin_torchvision.install()
     afterimport.install({
         "datasets": _patch("huggingface", "patch"),

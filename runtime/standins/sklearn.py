@@ -28,13 +28,13 @@ HOUSING = ["MedInc", "HouseAge", "AveRooms", "AveBedrms", "Population", "AveOccu
 
 
 def _np():
-    import numpy
+    import numpy  # an optional package: this module imports without it
 
     return numpy
 
 
 def _bunch(**fields):
-    from sklearn.utils import Bunch
+    from sklearn.utils import Bunch  # the script's scikit-learn, an optional package: this module imports without it
 
     return Bunch(**fields)
 
@@ -44,7 +44,7 @@ def _frame(X, y, feature_names, target_name, as_frame):
     if not as_frame:
         return X, y, None
     try:
-        import pandas as pd
+        import pandas as pd  # an optional package
     except ImportError:
         return X, y, None
     data = pd.DataFrame(X, columns=feature_names)

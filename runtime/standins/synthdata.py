@@ -122,7 +122,7 @@ def record(source: str, name: str, split: str, samples: int, fingerprint: str) -
 
 def _has_numpy() -> bool:
     try:
-        import numpy  # noqa: F401
+        import numpy  # noqa: F401  (an optional package)
     except ImportError:
         return False
     return True

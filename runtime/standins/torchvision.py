@@ -17,8 +17,10 @@ import functools
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import os
 import sys
 import types
+import warnings
 from typing import Any
 
 from . import datasets as standin_datasets, functional as standin_functional, transforms as standin_transforms, vutils as standin_vutils
@@ -84,7 +86,6 @@ def _datasets_utils(reason: str) -> types.ModuleType:
     names["verify_str_arg"] = lambda value, arg=None, valid_values=None, custom_msg=None: value
     names["check_integrity"] = lambda fpath, md5=None: True
     names["check_md5"] = lambda fpath, md5, **kwargs: True
-    import os
 
     def list_dir(root, prefix=False):
         root = os.path.expanduser(root)
@@ -197,10 +198,9 @@ def install() -> dict:
         install_standin("it is not installed")
         return {"torchvision": "stand-in", "reason": "torchvision is not installed"}
     try:
-        import warnings
-
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
+            # the real torchvision, an optional package, only where it is installed and its build matches this torch
             import torchvision
             import torchvision.datasets  # noqa: F401
     except Exception as e:  # a build that does not match this torch fails in many ways

@@ -22,6 +22,9 @@ import ast
 import builtins
 import sys
 
+from torch.utils.data import dataloader
+
+from . import stepcap
 from ..tracing import usercode
 
 WRAPPER = "_cpu2gpu_capped"
@@ -123,10 +126,6 @@ def capped(iterable):
 def install(cap) -> None:
     """Cap the for and while loops of the user's files compiled from now on (usercode)."""
     global _CAP, _LOADER_ITER
-    from torch.utils.data import dataloader
-
-    from . import stepcap
-
     _CAP = cap
     _LOADER_ITER = (dataloader._BaseDataLoaderIter,)
     stepcap.CAPPED_NEXT_CODE[0] = _CappedIterator.__next__.__code__

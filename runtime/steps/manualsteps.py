@@ -38,6 +38,7 @@ import sys
 from typing import Any, Callable, Optional
 
 import torch
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from .handgradients import loss_value, losses_of
 from .updatesites import site_at
@@ -202,8 +203,6 @@ def _site(frame: Any, rebind: bool) -> Any:
 def install(steps: ManualSteps) -> None:
     """Wrap the in-place update methods and the ``+``/``-`` operators of torch.Tensor, and disarm at every
     optimizer step."""
-    from torch.optim.optimizer import register_optimizer_step_pre_hook
-
     register_optimizer_step_pre_hook(lambda optimizer, args, kwargs: steps.on_optimizer_step())
     for name in _UPDATES:
         orig = getattr(torch.Tensor, name, None)

@@ -36,6 +36,9 @@ import sys
 import weakref
 from typing import NoReturn
 
+from torch.optim.optimizer import register_optimizer_step_pre_hook
+from torch.utils.data import dataloader
+
 from ..records import CapLoop, CapReport
 from ..tracing.linetrace import Lines
 
@@ -277,9 +280,6 @@ class StepCap:
 
 def install(cap: StepCap) -> None:
     """Hook the optimizers' steps and the DataLoaders' passes."""
-    from torch.optim.optimizer import register_optimizer_step_pre_hook
-    from torch.utils.data import dataloader
-
     register_optimizer_step_pre_hook(cap.before_step)
 
     loader_cls = dataloader.DataLoader

@@ -50,6 +50,7 @@ class Writer:
 def install(path: str, rec) -> Writer:
     """Write progress after every optimizer step (throttled); registered after the
     harness's hook, so that the step is already counted."""
+    # the child's side: the parent imports this module, without torch
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     writer = Writer(path, rec)
