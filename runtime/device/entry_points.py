@@ -1,7 +1,10 @@
 """The Python calls that name or reach the device, made to put their tensors on the simulated one.
 
 ``Tensor.to``/``.cuda``/``.pin_memory``, the factories (``torch.zeros(..., device="cuda")``) and
-``Tensor.new_*``, ``torch.set_default_device``, ``DataParallel``'s scatter, and the checks that real
+``Tensor.new_*``, ``torch.set_default_device``, ``DataParallel``'s scatter, ``torch.Generator(device="cuda")``
+and the draws given one (rng.DeviceGenerator: the factories, ``torch.bernoulli``/``multinomial``/``poisson``
+and the Tensor's random methods draw on the device from it, and refuse it for a CPU draw with CUDA's
+words; ``torch.cuda.default_generators``), and the checks that real
 CUDA makes before dispatch, which would otherwise name the backend ("simcuda") or abort the
 simulated device's autograd thread: a CPU gradient for a device output, an RNN's input and state on
 two devices. ``patch_entry_points(kind)`` (install() calls it) puts them in torch.
@@ -15,7 +18,7 @@ from typing import Any
 import torch
 from torch.jit import _builtins as jit_builtins
 
-from . import state
+from . import rng, state
 from .sim_tensor import SimTensor, original_to
 
 
@@ -60,18 +63,80 @@ def _tensor_cuda(self, device=None, non_blocking=False, memory_format=torch.pres
     return original_to(self, target, non_blocking=non_blocking, memory_format=memory_format)
 
 
+def _lands_on_device(d, args, kwargs) -> bool:
+    """Whether a call's result is on the device: the device it names, else its first tensor's (the
+    *_like factories, torch.normal(mean, std), torch.bernoulli(p) ...), else the default device."""
+    if d is not None:
+        return names_device(d) or torch.device(d).type == state.backend
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, torch.Tensor):
+            return isinstance(a, SimTensor)
+    return torch.get_default_device().type == state.backend
+
+
+def _drawn_from(gen, call, args, kwargs):
+    """``call(*args, **kwargs)``, a draw on the device given the device generator ``gen``: run without it,
+    drawing from it (rng.draw_from)."""
+    del kwargs["generator"]
+    return rng.draw_from(gen, lambda: call(*args, **kwargs))
+
+
 def _factory(orig):
     @functools.wraps(orig)
     def make(*args, **kwargs):
         d = kwargs.get("device")
+        g = kwargs.get("generator")
         if d is not None and names_device(d):
             kwargs["device"] = _map_device(d)
-            g = kwargs.get("generator")
             if g is not None and g.device.type == "cpu":
                 raise RuntimeError(state.GENERATOR)
+        if isinstance(g, rng.DeviceGenerator):
+            if not _lands_on_device(d, args, kwargs):
+                raise RuntimeError(state.CPU_GENERATOR)  # CUDA's CPU kernels refuse a CUDA generator
+            return _drawn_from(g, orig, args, kwargs)
         return orig(*args, **kwargs)
 
     return make
+
+
+def _drawing_method(orig):
+    """A Tensor's random method (normal_, bernoulli, multinomial ...) given a device generator: drawn from
+    it on the device, refused on the CPU. (Its generator is keyword-only.)"""
+
+    @functools.wraps(orig)
+    def draw(self, *args, **kwargs):
+        g = kwargs.get("generator")
+        if isinstance(g, rng.DeviceGenerator):
+            if not isinstance(self, SimTensor):
+                raise RuntimeError(state.CPU_GENERATOR)
+            return _drawn_from(g, orig, (self, *args), kwargs)
+        return orig(self, *args, **kwargs)
+
+    return draw
+
+
+class _GeneratorClass(type(torch._C.Generator)):  # type: ignore[misc]  # its metaclass (OpaqueBaseMeta)
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, torch._C.Generator) if cls is _Generator else super().__instancecheck__(obj)
+
+    def __subclasscheck__(cls, sub) -> bool:
+        return issubclass(sub, torch._C.Generator) if cls is _Generator else super().__subclasscheck__(sub)
+
+
+class _Generator(torch._C.Generator, metaclass=_GeneratorClass):
+    """torch.Generator: a generator on the device where one is named (rng.DeviceGenerator), else torch's;
+    every torch._C.Generator is an instance."""
+
+    def __new__(cls, device=None):
+        if device is not None and names_device(device):
+            return rng.DeviceGenerator(torch.device(state.kind, device) if isinstance(device, int) else device)
+        if cls is not _Generator:  # a subclass the script defines
+            return torch._C.Generator.__new__(cls, device)
+        return torch._C.Generator(device)
+
+
+_Generator.__module__, _Generator.__name__, _Generator.__qualname__ = "torch._C", "Generator", "Generator"
+_Generator.__doc__ = torch._C.Generator.__doc__
 
 
 _FACTORIES = (
@@ -80,6 +145,9 @@ _FACTORIES = (
     "full_like rand_like randn_like randint_like normal tril_indices triu_indices"
 ).split()
 _NEW_METHODS = "new_tensor new_zeros new_ones new_empty new_full".split()
+_DRAWS = "bernoulli multinomial poisson".split()  # torch's draws from a tensor given (normal is a factory)
+_DRAWING_METHODS = ("normal_ uniform_ random_ bernoulli_ exponential_ geometric_ log_normal_ cauchy_ "
+                    "bernoulli multinomial").split()
 
 
 def _gradients_checked(orig, grads_at: int, grads_name: str):
@@ -169,13 +237,19 @@ def patch_entry_points(kind: str) -> None:
     T.pin_memory = _pin_memory
     for name in _NEW_METHODS:
         setattr(T, name, _factory(getattr(torch._C.TensorBase, name)))
-    for name in _FACTORIES:
+    for name in _DRAWING_METHODS:
+        setattr(T, name, _drawing_method(getattr(T, name)))
+    for name in _FACTORIES + _DRAWS:
         if hasattr(torch, name):
             orig = getattr(torch, name)
             setattr(torch, name, _factory(orig))
             op = jit_builtins._get_builtin_table().get(id(orig))
             if op is not None:  # TorchScript (torch.distributed.optim scripts its optimizers) sees the op
                 jit_builtins._register_builtin(getattr(torch, name), op)
+    torch_module: Any = torch  # patched
+    torch_module.Generator = _Generator
+    if kind == "cuda":
+        torch.cuda.default_generators = (rng.device_generator,)
     data_parallel: Any = torch.nn.DataParallel  # patched
     data_parallel.scatter = _data_parallel_scatter
     _orig_set_default = torch.set_default_device

@@ -30,6 +30,7 @@ MISMATCH = "Expected all tensors to be on the same device, but found at least tw
 NUMPY = "can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first."
 INDEX = "indices should be either on cpu or on the same device as the indexed tensor (cpu)"
 GENERATOR = "Expected a 'cuda' device type for generator but found 'cpu'"
+CPU_GENERATOR = "Expected a 'cpu' device type for generator but found 'cuda'"  # a device generator for a CPU draw
 FLOAT64 = ("Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. "
            "Please use float32 instead.")
 # torch.cuda._lazy_init's words in a process forked after CUDA was initialised (a DataLoader worker).
@@ -42,12 +43,13 @@ _bad_fork = False  # set in a child forked after _init_pid initialised (os.regis
 
 def play(gpu: str) -> None:
     """Play ``gpu`` ("cuda" or "mps"): the devices and the messages that name it."""
-    global kind, nominal, backend, MISMATCH, NUMPY, GENERATOR
+    global kind, nominal, backend, MISMATCH, NUMPY, GENERATOR, CPU_GENERATOR
     if gpu != "cuda":
         kind, nominal, backend = gpu, torch.device(gpu, 0), f"sim{gpu}"
         MISMATCH = MISMATCH.replace("cuda:0", f"{gpu}:0")
         NUMPY = NUMPY.replace("cuda:0", f"{gpu}:0")
         GENERATOR = GENERATOR.replace("'cuda'", f"'{gpu}'")
+        CPU_GENERATOR = CPU_GENERATOR.replace("'cuda'", f"'{gpu}'")
 
 
 def backend_registered() -> None:
