@@ -261,7 +261,9 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 # The checks of sim_semantics.py that a real GPU answers otherwise, by design: not disagreements.
 SEMANTICS_ON_CUDA_DIFFER = {
-    "device draws are counted": "the simulator's own counter (a stand-in answers 0 on real CUDA)",
+    "device draws are counted as mirrored": "the simulator's own counter (a stand-in answers 0 on real CUDA)",
+    "dropout on the device draws the CPU's mask": "the simulator mirrors the CPU's draws; CUDA draws its own",
+    "randn on the device draws the CPU's numbers": "the simulator mirrors the CPU's draws; CUDA draws its own",
     "torch.load of a CUDA checkpoint without map_location": "raises only where CUDA is absent; a GPU loads it",
 }
 _NUMERIC = "autograd and "  # 1e-6 of the CPU: the simulator's kernels are the CPU's, a GPU's are not
