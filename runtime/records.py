@@ -252,6 +252,128 @@ class DistributedSummary(TypedDict, total=False):
     param_rtol: float
 
 
+# -- verify --speed: what the device run did per step (the child's), and where the GPU would idle ---------
+
+
+class SpeedPlace(TypedDict):
+    """A line of the user's code that an op, a copy or a synchronisation came from."""
+
+    file: str  # shown
+    line: int
+    source: str  # the line's text, stripped
+
+
+class SpeedStep(TypedDict):
+    """One training step's counts and host times (from the end of a step to the end of the next)."""
+
+    wall_s: float
+    kernel_s: float  # the CPU time inside the simulated kernels (and the counting): what a GPU does not spend on the host
+    data_wait_s: float  # waiting for the next batch of a DataLoader
+    host_s: float  # wall_s - kernel_s - data_wait_s: the host's own work
+    ops: int  # the ops on device tensors (views included)
+    kernels: int  # those that launch a kernel (views, metadata and copies not)
+    syncs: int  # host synchronisations: scalar reads, copies to the host, data-dependent shapes, prints
+    copies_in: int  # copies to the device
+    bytes_in: int
+    pinned_in: int  # of them, from pinned memory
+    copies_out: int  # copies to the host
+    bytes_out: int
+    allocations: int  # new device tensors (views not)
+    allocated_bytes: int
+
+
+class SpeedLine(TypedDict):
+    """What one line does every step: its syncs or its copies to the device (medians over the steps after the first)."""
+
+    kind: str  # "sync" or "copy"
+    place: int  # index into SpeedProfile's places
+    what: str  # sync: "scalar", "to_host", "shape", "print"; copy: the source, "batch", "slice", "same", "made"
+    per_step: float
+    bytes_per_step: float
+    pinned: bool  # copy: from pinned memory
+    non_blocking: bool  # copy: .to(..., non_blocking=True)
+    steps: int  # the steps (after the first) in which the line did it at all
+
+
+class SpeedLoader(TypedDict):
+    """A DataLoader the steps drew batches from."""
+
+    place: int  # where the user's code made it (or first drew from it): index into places, -1 not known
+    num_workers: int
+    pin_memory: bool
+    persistent_workers: bool
+    wait_s: float  # median wait for a batch per step (steps after the first)
+    batches: float  # batches drawn per step (median)
+
+
+class SpeedDetail(TypedDict):
+    """One step measured op by op, in order: what the estimate replays on a named GPU.
+
+    Each event is a list, its first item its kind and its second the host's own time since the event before:
+    ["k", host_s, flops, bytes, math, place, kernels], a kernel (math: "fp32", "tf32", "half", "fp64");
+    ["s", host_s, what, bytes, place], a synchronisation; ["h", host_s, bytes, pinned, non_blocking, place,
+    source], a copy to the device; ["w", host_s, seconds, loader], a wait for a batch; ["e", host_s], the end."""
+
+    step: int  # which step (1 = the first)
+    events: list[list[Any]]
+    flops: float  # the step's FLOPs (torch.utils.flop_counter's formulas)
+    merged: int  # kernels merged into the one before them past the events' cap
+
+
+class SpeedProfile(TypedDict, total=False):
+    """What verify --speed records in the device run (speed.counts)."""
+
+    mode: str  # "sim" or "cuda"
+    steps: list[SpeedStep]  # every step; the first holds the run's start
+    per_step: SpeedStep | None  # the medians over the steps after the first; None below two steps
+    places: list[SpeedPlace]
+    lines: list[SpeedLine]
+    loaders: list[SpeedLoader]
+    detail: SpeedDetail | None
+
+
+class SpeedCause(TypedDict):
+    """One thing that keeps the GPU idle, with its line and its fix."""
+
+    kind: str  # "loader", "sync", "copy", "made", "launches"
+    file: str | None
+    line: int | None
+    source: str
+    per_step: float  # syncs, copies, kernels a step; the loader's batches a step
+    bytes_per_step: float
+    seconds: float  # the idle time it explains a step: how much shorter the estimated step is without it
+    share: float  # of the estimated step
+    what: str  # in words
+    fix: str
+
+
+class SpeedEstimate(TypedDict):
+    """One step on the named GPU, estimated (speed.model)."""
+
+    gpu: str
+    step_s: float
+    busy_s: float  # the kernels' own work at the card's peak FLOP/s or bandwidth
+    launch_s: float  # the kernels' launch overhead
+    copy_s: float  # the copies to the device
+    host_s: float  # the host's own work and its waits for batches (measured here)
+    idle_fraction: float  # of the step, the GPU runs no kernel
+    flops: float
+
+
+class SpeedReport(TypedDict, total=False):
+    """verify --speed's section: where the GPU would idle, and why."""
+
+    run: str  # the run measured
+    gpu: str
+    steps: int  # the steps measured
+    counts: SpeedStep | None  # per step, medians over the steps after the first
+    estimate: SpeedEstimate | None
+    causes: list[SpeedCause]
+    summary: str
+    omits: str  # what the estimate leaves out
+    note: str  # why there is no estimate
+
+
 # -- a run's result ------------------------------------------------------------------------------------
 
 
@@ -302,6 +424,7 @@ class RunResult(_RunResultBase, total=False):
     blocked_in_native_code: bool  # a rank's result written by its watchdog (a collective that never returned)
     finished_at: int | None  # when a rank's result was written (ns): which rank failed first (merge drops it)
     distributed: DistributedSummary  # the merged result of the ranks (verify --nproc)
+    speed: SpeedProfile  # verify --speed: the device run's counts per step and one step op by op
     # the parent's
     wall_seconds: float
     returncode: int | None  # the child's (or torchrun's) exit code
@@ -474,6 +597,7 @@ class VerifySettings(_VerifySettingsBase, total=False):
     """How verify was asked to run."""
 
     device_flag: str  # the script's opt-in GPU flag, given to the device runs
+    speed: str  # verify --speed: the GPU the estimate is for (speed.gpus's key)
 
 
 class _VerifyReportBase(TypedDict):
@@ -490,6 +614,7 @@ class VerifyReport(_VerifyReportBase, total=False):
     band: BandMeasure  # when measured, or given (migrate's rounds)
     runs: list[VerifiedRun]  # set by verify() after judge()
     settings: VerifySettings  # likewise
+    speed: SpeedReport  # verify --speed
 
 
 # -- migrate's report ----------------------------------------------------------------------------------

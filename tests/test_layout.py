@@ -55,6 +55,7 @@ RUNTIME = Half(ROOT / "runtime", "cpu2gpu.runtime", [
     {"report"},  # text, HTML, JSON, cap, DDP and migrate reports, the progress view
     {"judge"},  # starting runs, comparing them, DDP, migrate's rounds
     {"child"},  # the instrumented run of the user's script
+    {"speed"},  # verify --speed: what keeps the GPU idle, counted per step, and the estimate for a named GPU
     {"standins"},  # stand-ins for data and packages (--synthetic-data)
     {"steps"},  # telling, capping and counting training steps
     {"tracing"},  # the user's code as it runs: its files, its lines, its progress

@@ -45,6 +45,8 @@ def parse(argv):
                    help="perturb the last bit of every op's result (band.py): the original's second run")
     p.add_argument("--distributed", action="store_true",
                    help="one rank under torchrun (verify --nproc): per-rank files, parameter checksums")
+    p.add_argument("--speed", action="store_true",
+                   help="count what keeps the GPU idle, per training step (verify --speed: speed.counts)")
     p.add_argument("script")
     p.add_argument("args", nargs=argparse.REMAINDER)
     opts = p.parse_args(argv)
@@ -188,6 +190,10 @@ def main(argv=None) -> int:
 
         device_choice = devicechoice.DeviceChoice(rec.user_location, lambda: rec.steps > 0)
         devicechoice.install(device_choice)
+    if opts.speed and opts.mode in ("sim", "cuda"):
+        from ..speed import counts  # imports torch: after keeper.split; and only with --speed
+
+        rec.speed = counts.install(opts.mode, rec.is_user_file, rec.is_batch)
     progress_writer = None
     if opts.progress:
         progress_writer = progress.install(opts.progress, rec)
@@ -257,6 +263,8 @@ def main(argv=None) -> int:
         namespace = _script_globals(tb, script)
     rec.lines.stop()
     t_end = time.perf_counter()
+    if rec.speed is not None:
+        rec.speed.stop()
     cap = None
     if rec.cap is not None:
         if status == "ok" and rec.cap.capped:
@@ -318,6 +326,8 @@ def main(argv=None) -> int:
         "isolation": isolation_record,
         "refused_writes": guard.refused,
     }
+    if rec.speed is not None:
+        result["speed"] = rec.speed.profile(display)
     if device_choice is not None and (device_choice.moved_to_cpu or device_choice.flags_off):
         result["device_choice"] = device_choice.report(display)
     if rank_record is not None:

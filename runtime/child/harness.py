@@ -29,6 +29,7 @@ from ..steps import manualsteps, stepcap
 from ..tracing.linetrace import Lines
 
 if TYPE_CHECKING:
+    from ..speed.counts import Counter
     from ..steps.manualsteps import ManualSteps
     from ..steps.stepcap import StepCap
 
@@ -142,6 +143,7 @@ class Recorder:
         self.lines = Lines(self.is_user_file)  # the lines of the user's files that the run executes
         self.manual: ManualSteps | None = None  # the ManualSteps: updates by hand (w -= lr * w.grad) are steps too
         self.loaders: list[LoaderRecord] = []  # the DataLoaders the user's code made, how each draws its batches
+        self.speed: Counter | None = None  # verify --speed: the device run's counts per step (speed.counts)
 
     def is_batch(self, t) -> bool:
         ref = self.batches.get(id(t))
@@ -160,7 +162,8 @@ class Recorder:
         try:
             if t.numel() != 1:
                 return
-            value = float(t.detach())
+            detached = t.detach()
+            value = float(detached) if self.speed is None else self.speed.aside(lambda: float(detached))
         except Exception:
             return
         scale = self.scaled.pop(id(t), None)
@@ -180,6 +183,8 @@ class Recorder:
         self.steps += 1
         self.step_kinds["optimizer"] = self.step_kinds.get("optimizer", 0) + 1
         self.step_ends.append(time.perf_counter())
+        if self.speed is not None:
+            self.speed.step_ended()
         if self.cap is not None:
             self.cap.counted(sys._getframe(1))
 
@@ -196,6 +201,8 @@ class Recorder:
         if loss is not None:
             self.losses.append(loss)
         self.step_ends.append(time.perf_counter())
+        if self.speed is not None:
+            self.speed.step_ended()
         if self.cap is not None:
             self.cap.counted(frame)
         return True
@@ -384,7 +391,7 @@ def _track_batches(rec: Recorder) -> None:
             rec.batches[id(t)] = weakref.ref(t)
 
     def __next__(self):
-        batch = orig_next(self)
+        batch = orig_next(self) if rec.speed is None else rec.speed.next_batch(self, orig_next)  # timed: --speed
         if len(rec.batches) > 4096:
             rec.batches = {k: r for k, r in rec.batches.items() if r() is not None}
         if isinstance(batch, (list, tuple)):
@@ -414,6 +421,8 @@ def _note_loaders(rec: Recorder) -> None:
             rec.loaders.append({"file": where["file"], "line": where["line"],
                                 "sampler": type(self.sampler).__name__, "batch_size": self.batch_size,
                                 "drop_last": self.drop_last, "batch_sampler": type(batching).__name__})
+            if rec.speed is not None:
+                rec.speed.loader_made(self, where)
 
     setattr(DataLoader, "__init__", __init__)
 
@@ -431,7 +440,8 @@ def _unscale_losses(rec: Recorder) -> None:
         out = orig_scale(self, outputs)
         if isinstance(out, torch.Tensor) and out is not outputs and self._scale is not None:
             try:
-                rec.scaled[id(out)] = float(self._scale)
+                scale = self._scale
+                rec.scaled[id(out)] = float(scale) if rec.speed is None else rec.speed.aside(lambda: float(scale))
             except Exception:
                 pass
         return out

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
-from . import state
+from . import sim_tensor, state
 from .rng import device_generator, seed_device
 from .sim_tensor import SimTensor
 
@@ -32,7 +32,14 @@ def _empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memor
 
 
 def _to_copy_kernel(x, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
-    return SimTensor(aten._to_copy.default(x, dtype=dtype, memory_format=memory_format))
+    # A copy to the device (x.to("cuda") of a CPU tensor), which __torch_dispatch__ never sees.
+    def copy(func, args, kwargs):
+        return SimTensor(aten._to_copy.default(x, dtype=dtype, memory_format=memory_format))
+
+    if sim_tensor.watcher is not None:  # verify --speed: counted as the device's copy from the host
+        return sim_tensor.watcher.op(aten._to_copy.default, (x,), {"dtype": dtype, "device": state.real,
+                                                                   "non_blocking": non_blocking}, copy)
+    return copy(None, None, None)
 
 
 def _local_scalar_dense_kernel(x):
@@ -44,6 +51,9 @@ def _local_scalar_dense_kernel(x):
     if not isinstance(x, SimTensor):  # no values to read: the simulation's limit, as before
         raise NotImplementedError(f"Could not run 'aten::_local_scalar_dense' with arguments from the "
                                   f"'{state.backend}' backend.")
+    if sim_tensor.watcher is not None:  # verify --speed: a scalar read, as one through the dispatch
+        return sim_tensor.watcher.op(aten._local_scalar_dense.default, (x,), {},
+                                     lambda func, args, kwargs: aten._local_scalar_dense.default(x._e))
     return aten._local_scalar_dense.default(x._e)
 
 

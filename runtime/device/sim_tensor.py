@@ -25,6 +25,10 @@ OP_HANDLERS: dict[Any, Any] = {}  # op -> handler(func, args, kwargs) for the op
 # The storages (data pointers) of device tensors that the torch.save in progress pickles: the
 # checkpoint tags them as the device's.
 storage_ptrs_being_saved: set = set()
+# What verify --speed watches (speed.counts.Counter), else None: every op of the dispatch goes through its
+# op(func, args, kwargs, dispatch), every new device tensor through made(elem), and the reads of a device
+# tensor's values that bypass the dispatch (tolist, numpy, print) through read(tensor, how).
+watcher: Any = None
 
 
 class SimTensor(torch.Tensor):
@@ -53,6 +57,8 @@ class SimTensor(torch.Tensor):
             storage_size=_NOMINAL_STORAGE,
         )
         r._e = elem
+        if watcher is not None:
+            watcher.made(elem)
         return r
 
     @property
@@ -73,6 +79,8 @@ class SimTensor(torch.Tensor):
 
     def numpy(self, *, force=False):
         if force:  # numpy(force=True) copies to the host, as on CUDA
+            if watcher is not None:
+                watcher.read(self, "numpy")
             return self._e.detach().numpy().copy()
         raise TypeError(state.NUMPY)
 
@@ -80,10 +88,14 @@ class SimTensor(torch.Tensor):
         raise TypeError(state.NUMPY)
 
     def tolist(self):
+        if watcher is not None:
+            watcher.read(self, "tolist")
         return self._e.tolist()  # real CUDA copies to the host here, which is allowed
 
     def __repr__(self, *, tensor_contents=None):
         # Print as real CUDA does: the values, then device='cuda:0'.
+        if watcher is not None:
+            watcher.read(self, "print")
         body = repr(self._e.detach())
         extra = f", device='{state.nominal}'"
         if self.grad_fn is not None:
@@ -139,10 +151,17 @@ class SimTensor(torch.Tensor):
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
         if state.in_bad_fork():
             raise RuntimeError(state.BAD_FORK)  # a device tensor inherited across the fork
-        special = OP_HANDLERS.get(func)
-        if special is not None:
-            return special(func, args, kwargs or {})
-        return run_op(func, args, kwargs or {})
+        if watcher is not None:
+            return watcher.op(func, args, kwargs or {}, dispatch)
+        return dispatch(func, args, kwargs or {})
+
+
+def dispatch(func, args, kwargs):
+    """An op on the device: its handler's, else run_op's."""
+    special = OP_HANDLERS.get(func)
+    if special is not None:
+        return special(func, args, kwargs)
+    return run_op(func, args, kwargs)
 
 
 def device_mismatch(func, argname: str | None):

@@ -50,6 +50,7 @@ class RunSpec:
     perturbed: bool = False  # the original's second run, the last bit of every op's result perturbed (band.py)
     root: str | None = None  # the folder copied for the run, when not chosen from script and cwd (migrate's draft)
     env: dict = field(default_factory=dict)  # variables set for this run only (a script's opt-in GPU variable)
+    speed: bool = False  # count what keeps the GPU idle, per step (verify --speed; a device run)
 
 
 # What marks a project's root (as cpu2gpu.project reads it, without importing the analysis here).
@@ -260,6 +261,8 @@ class Sandbox:
             args.append("--synthetic-data")
         if spec.perturbed:
             args.append("--perturb-last-bit")
+        if spec.speed:
+            args.append("--speed")
         if progress:
             args += ["--progress", self.progress]
         return args + ["--", self.script, *spec.args]
