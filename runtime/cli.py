@@ -63,11 +63,18 @@ EXIT_CODES = {"pass": 0, "fail": 1, "unproven": 1, "error": 2, "needs-data": 3}
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Also write the report as one self-contained HTML file: loss curves, step times, "
                    "device audit, verdict.")
+@click.option("--speed", is_flag=True,
+              help="Also count, in the device run, what would keep a GPU idle per training step (host syncs and "
+                   "their lines, copies to the device, kernels, allocations, the wait for batches), estimate the "
+                   "step on a GPU (--gpu) and rank the causes with their lines and fixes: the report's speed section.")
+@click.option("--gpu", "gpu", default=None, metavar="NAME",
+              help="The GPU --speed estimates for (implies --speed): H100 (the default), A100, L4, RTX4090 or T4.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines on stderr.")
 @click.option("--progress", "force_progress", is_flag=True,
               help="Progress lines on stderr even when it is not a terminal (logs, CI).")
 def verify(script, script_args, against, device, max_steps, timeout, seed, rtol, nproc, jobs, output_format,
-           show_output, keep_workdirs, synthetic_data, clean_env, env_allow, report_path, quiet, force_progress):
+           show_output, keep_workdirs, synthetic_data, clean_env, env_allow, report_path, speed, gpu, quiet,
+           force_progress):
     """Run SCRIPT under instrumentation and show that it trains on the device,
     falls back to the CPU, and (with --against) learns the same as the original.
 
@@ -98,7 +105,8 @@ def verify(script, script_args, against, device, max_steps, timeout, seed, rtol,
             report = run_verify(script, script_args, against=against, device=device, max_steps=max_steps,
                                 seed=seed, timeout=timeout, jobs=jobs, rtol=rtol, keep=keep_workdirs,
                                 show_output=show_output, synthetic_data=synthetic_data, clean_env=clean_env,
-                                env_allow=env_allow, progress=view, nproc=nproc)
+                                env_allow=env_allow, progress=view, nproc=nproc, speed=speed or gpu is not None,
+                                gpu=gpu)
     except VerifyError as e:
         click.echo(f"cpu2gpu verify: {e}", err=True)
         raise SystemExit(2)

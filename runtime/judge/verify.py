@@ -9,12 +9,14 @@ from typing import cast
 from . import compare as cmp
 from . import distributed, reach
 from ..child.notebookrun import is_notebook
+from ..speed import findings, gpus
 from ..records import (BandMeasure, Comparison, Coverage, DeviceChoiceRecord, Divergence, MissingPackage, NeededData,
-                       Reason, RunResult, VerifyReport, Where)
+                       Reason, RunResult, SpeedReport, VerifyReport, Where)
 from .runner import RunSpec, run
 
 DEVICES = ("auto", "cuda", "cpu", "sim", "sim-mps", "mps", "xpu")
 DEVICE_MODES = ("cuda", "sim", "sim-mps", "mps", "xpu")  # the runs that must train on the device
+SPEED_MODES = ("sim", "cuda")  # the runs verify --speed counts in
 OK = ("ok", "max_steps")
 NEEDS_DATA = "needs_data"  # a run's status: it stopped on data that is not here (--synthetic-data)
 
@@ -318,7 +320,8 @@ def _read_notebook(path: str) -> None:
 def verify(script: str, args=(), *, against=None, device="auto", max_steps=None, seed=0, timeout=600.0,
            jobs=None, rtol=None, cwd=None, keep=False, show_output=False, synthetic_data=False,
            clean_env=False, env_allow=(), progress=None, nproc=None, with_cpu=False, against_cwd=None,
-           reference=None, reference_band=None, root=None, device_flag=None) -> VerifyReport:
+           reference=None, reference_band=None, root=None, device_flag=None, speed=False,
+           gpu=None) -> VerifyReport:
     """Run `script` (and `against`) as planned; return the whole report as data.
     `progress` (a progressview.ProgressView) is told of each run as it goes.
     `nproc` (>= 2): run `script` under torchrun with that many ranks (judge/distributed.py).
@@ -327,7 +330,9 @@ def verify(script: str, args=(), *, against=None, device="auto", max_steps=None,
     verification of the same original, reused instead of running it again (migrate's rounds);
     `reference_band`: that verification's measured band (its "band"), likewise. `root`: the folder the
     migrated runs copy (migrate's draft, whose project markers were not copied), else chosen. `device_flag`:
-    the script's opt-in GPU flag (a migration.deviceflags.DeviceFlag), given to the runs on a device only."""
+    the script's opt-in GPU flag (a migration.deviceflags.DeviceFlag), given to the runs on a device only.
+    `speed`: count what keeps the GPU idle in the device run, and estimate it for `gpu` (a name speed.gpus
+    knows; None: its default): the report's "speed"."""
     for path in filter(None, (script, against)):
         if not os.path.isfile(path):
             raise VerifyError(f"no such file: {path}")
@@ -340,6 +345,10 @@ def verify(script: str, args=(), *, against=None, device="auto", max_steps=None,
             distributed.check(script, device, nproc, is_notebook(script))
         except distributed.DistributedUnavailable as e:
             raise VerifyError(str(e)) from None
+    try:
+        card = gpus.named(gpu) if speed or gpu else None
+    except KeyError:
+        raise VerifyError(f"unknown GPU {gpu!r}: one of " + ", ".join(g.name for g in gpus.GPUS.values())) from None
     if device in ("mps", "xpu") and not accelerator_available(device):
         other = "--device sim-mps to simulate one" if device == "mps" else "--device sim to simulate a GPU"
         raise VerifyError(f"--device {device}: no {device} device here; use {other}")
@@ -353,6 +362,7 @@ def verify(script: str, args=(), *, against=None, device="auto", max_steps=None,
             if device_flag is not None and spec.mode != "cpu":
                 spec.args = spec.args + list(device_flag.args)
                 spec.env = dict(device_flag.env)
+            spec.speed = card is not None and spec.mode in SPEED_MODES and not spec.nproc
     if jobs is None:
         jobs = max(1, min(len(specs), (os.cpu_count() or 1) // 2))
 
@@ -392,4 +402,21 @@ def verify(script: str, args=(), *, against=None, device="auto", max_steps=None,
                        "nproc": nproc}
     if device_flag is not None:
         out["settings"]["device_flag"] = device_flag.shown()
+    if card is not None:
+        out["settings"]["speed"] = card.key
+        out["speed"] = speed_section(specs, results, card)
     return out
+
+
+def speed_section(specs: list, results: list[RunResult], card: gpus.Gpu) -> SpeedReport:
+    """verify --speed's section: from the first run that counted (the device run), else why there is none."""
+    for spec, res in zip(specs, results):
+        profile = res.get("speed")
+        if spec.speed and profile:
+            return findings.report(spec.label, profile, card)
+    device_runs = [spec for spec in specs if spec.speed]
+    note = ("no run on a device: --speed counts in the run on the simulated device or a CUDA GPU (--device sim, "
+            "cuda or auto)" if not device_runs else
+            f"{device_runs[0].label} recorded no counts (it did not run to a training step)")
+    return {"gpu": card.name, "causes": [], "counts": None, "estimate": None, "summary": note, "note": note,
+            "omits": findings.OMITS}

@@ -13,6 +13,7 @@ import html
 import math
 
 from ..records import VerifiedRun, VerifyReport
+from .speedview import section as speed_section
 from .report import EVENT_NAMES, STATUS_NAMES, pass_lines, coverage_lines, device_calls, run_rows, summary
 
 WIDTH, HEIGHT = 900, 380
@@ -275,6 +276,7 @@ def to_html(report: VerifyReport) -> str:
         step_times(report),
         "<h2>Device audit</h2>",
         calls + audit_table(report),
+        speed_section(report["speed"]) if report.get("speed") else "",
         "</body></html>",
         "",
     ])

@@ -10,6 +10,7 @@ from . import distributed_report
 from ..records import Comparison, VerifiedRun, VerifyReport
 from ..sandbox import isolation
 from .capreport import cap_lines
+from .speedview import lines as speed_lines
 
 
 def _ms_per_step(run: VerifiedRun):
@@ -75,6 +76,8 @@ def to_json(report: VerifyReport) -> str:
                 entry[key] = run[key]
         out["runs"].append(entry)
     out["isolation"] = isolation_of(report)
+    if report.get("speed"):
+        out["speed"] = report["speed"]
     return json.dumps(out, indent=2)
 
 
@@ -259,6 +262,8 @@ def to_text(report: VerifyReport) -> str:
     out += cap_lines(report)
     out += _synthetic_lines(report)
     out += ["", "  " + isolation.describe(isolation_of(report))]
+    if report.get("speed"):
+        out += speed_lines(report["speed"])
     out.append("")
     v = report["verdict"]
     if v == "pass":

@@ -1,0 +1,84 @@
+"""verify --speed's section of the text and HTML reports: where the GPU would idle, the counts per step, the
+estimate, the causes ranked with their lines and fixes, and what the estimate leaves out."""
+
+from __future__ import annotations
+
+import html
+
+from ..records import SpeedReport, SpeedStep
+
+
+def _ms(seconds: float) -> str:
+    ms = seconds * 1000
+    return f"{ms:.2g} ms" if ms < 10 else f"{ms:.0f} ms"
+
+
+def _bytes(n: float) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n:g} B"
+
+
+def _n(x: float) -> str:
+    return f"{x:g}" if x == int(x) else f"{x:.1f}"
+
+
+def counts_line(c: SpeedStep) -> str:
+    """The median step's counts and host times, in words."""
+    return (f"{_n(c['syncs'])} host syncs, {_n(c['copies_in'])} copies to the device ({_bytes(c['bytes_in'])}, "
+            f"{_n(c['pinned_in'])} pinned), {_n(c['copies_out'])} to the host, {_n(c['kernels'])} kernels "
+            f"({_n(c['ops'])} ops with views), {_n(c['allocations'])} allocations ({_bytes(c['allocated_bytes'])}); "
+            f"host {_ms(c['host_s'])} of its own work, {_ms(c['data_wait_s'])} waiting for batches, "
+            f"{_ms(c['kernel_s'])} in the simulated kernels (left out: the GPU runs them)")
+
+
+def head(speed: SpeedReport) -> str:
+    run = f" from {speed['run']}" if speed.get("run") else ""
+    steps = speed.get("steps") or 0
+    counted = f" ({steps - 1} steps after the first)" if steps > 1 else ""
+    return f"speed, estimated for {speed['gpu']}{run}{counted}:"
+
+
+def lines(speed: SpeedReport) -> list[str]:
+    """The text report's section."""
+    out = ["", "  " + head(speed), f"    {speed['summary']}"]
+    counts = speed.get("counts")
+    if counts:
+        out.append(f"    per step (medians): {counts_line(counts)}")
+    est = speed.get("estimate")
+    if est:
+        device = est["busy_s"] + est["launch_s"] + est["copy_s"]
+        out.append(f"    estimated step: {_ms(est['step_s'])}, the device busy {_ms(device)} of it (kernels' work "
+                   f"{_ms(est['busy_s'])}, launches {_ms(est['launch_s'])}, copies {_ms(est['copy_s'])}), the host "
+                   f"{_ms(est['host_s'])}; {est['flops'] / 1e6:.3g} MFLOP a step")
+    causes = speed.get("causes") or []
+    if causes:
+        out.append("    causes, by the idle time they explain:")
+        for i, c in enumerate(causes, 1):
+            out.append(f"      {i}. ~{_ms(c['seconds'])} a step ({c['share']:.1%}): {c['what']}")
+            out.append(f"         fix: {c['fix']}")
+    elif est:
+        out.append("    causes: none")
+    if speed.get("omits") and est:
+        out.append(f"    {speed['omits']}")
+    return out
+
+
+def section(speed: SpeedReport) -> str:
+    """The HTML report's section."""
+    e = html.escape
+    parts = [f"<h2>Speed: {e(head(speed).rstrip(':'))}</h2>", f"<p><strong>{e(speed['summary'])}</strong></p>"]
+    counts = speed.get("counts")
+    if counts:
+        parts.append(f'<p class="settings">per step (medians): {e(counts_line(counts))}</p>')
+    causes = speed.get("causes") or []
+    if causes:
+        rows = "".join(f'<tr><td class="num">{i}</td><td class="num">{e(_ms(c["seconds"]))}</td>'
+                       f'<td class="num">{c["share"]:.1%}</td><td>{e(c["what"])}</td><td>{e(c["fix"])}</td></tr>'
+                       for i, c in enumerate(causes, 1))
+        parts.append("<table><tr><th>#</th><th>a step</th><th>share</th><th>cause</th><th>fix</th></tr>"
+                     f"{rows}</table>")
+    if speed.get("omits") and speed.get("estimate"):
+        parts.append(f'<p class="settings">{e(speed["omits"])}</p>')
+    return "\n".join(parts)
