@@ -210,6 +210,8 @@ class Counter:
                     self._kernel(func, args, kwargs, out, gap)
                 if what == "shape":
                     self._sync("shape", 8, 0.0)
+            if not self.ops_on_host and what in ("kernel", "shape", "in"):  # real CUDA: no SimTensor to tell them
+                self._allocated(args, out)
             return out
         finally:
             local.depth = 0
@@ -227,6 +229,13 @@ class Counter:
             return
         self.cur["allocations"] += 1
         self.cur["allocated_bytes"] += _nbytes(elem)
+
+    def _allocated(self, args, out) -> None:
+        """The outputs of an op that are new tensors (not an input given back): its allocations."""
+        given = {id(t) for t in _flat(args)}
+        for t in _flat(out):
+            if id(t) not in given:
+                self.made(t)
 
     def read(self, tensor, how: str) -> None:
         """A device tensor's values read outside the dispatch: ``tolist``, ``numpy``, a print."""
@@ -518,6 +527,15 @@ class _Watch(TorchDispatchMode):
         if not any(self.counter.is_device(a) for a in _tensors(args, kwargs)):
             return func(*args, **(kwargs or {}))  # the host's own op
         return self.counter.op(func, args, kwargs or {}, _run)
+
+
+def _flat(values):
+    """The tensors of an op's arguments or results (in lists and tuples too)."""
+    if isinstance(values, torch.Tensor):
+        yield values
+    elif isinstance(values, (list, tuple)):
+        for v in values:
+            yield from _flat(v)
 
 
 def _tensors(args, kwargs):

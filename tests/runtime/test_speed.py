@@ -176,3 +176,31 @@ def test_counting_changes_no_loss():
     plain = speed_report("copy_bound", speed=False)
     assert "speed" not in plain and "speed" not in plain["runs"][0]
     assert counted["runs"][0]["losses"] == plain["runs"][0]["losses"]
+
+
+def test_real_cudas_dispatch_mode_counts_as_the_simulators_dispatch_does():
+    """On real CUDA a dispatch mode hands the ops to the counter. Here the CPU stands in for the device: every
+    tensor is the device's. In this process, not a child: the mode is left at the end of the block."""
+    import torch
+
+    from cpu2gpu.runtime.speed import counts
+
+    counter = counts.Counter("cuda", lambda f: f == __file__, lambda t: False, lambda t: isinstance(t, torch.Tensor),
+                             ops_on_host=False)
+    a, b = torch.randn(8, 4), torch.randn(4, 3)
+    with counts._Watch(counter):
+        for _ in range(4):  # four steps: the first holds the start, the 2nd to the 4th are detailed
+            y = a @ b  # a kernel, 2 * 8 * 4 * 3 FLOPs
+            y.t()  # a view: no kernel
+            y[y > 0]  # a boolean mask: a kernel, and a sync for its size
+            y.sum().item()  # a kernel, and a scalar read
+            counter.step_ended()
+    counter.stop()
+    profile = counter.profile(lambda f: os.path.basename(f))
+    per_step = profile["per_step"]
+    assert per_step["syncs"] == 2 and per_step["kernels"] == 4  # mm, gt, index, sum
+    assert per_step["allocations"] >= 4
+    assert {(profile["places"][line["place"]]["source"].split("[")[0], line["what"]) for line in profile["lines"]} \
+        == {("y", "shape"), ("y.sum().item()  # a kernel, and a scalar read", "scalar")}
+    detail = profile["detail"]
+    assert detail["flops"] == 2 * 8 * 4 * 3 and [e[0] for e in detail["events"]].count("s") == 2
