@@ -204,3 +204,15 @@ def test_the_estimate_imports_no_torch():
     code = ("import sys; import cpu2gpu.runtime.speed.findings, cpu2gpu.runtime.report.speedview; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_loader_with_workers_is_a_cause_only_where_the_step_waits_for_them():
+    def out(wait_s):
+        events = [["w", 1 * US, wait_s, 0], ["k", 1e-3, 0.0, 1e3, "fp32", 3, 1], ["e", 1 * US]]
+        loader = {"place": 4, "num_workers": 2, "pin_memory": True, "persistent_workers": True, "wait_s": wait_s,
+                  "batches": 1}
+        return findings.report("r", profile(events, loaders=[loader], wait_s=wait_s), gpus.named("h100"))
+
+    assert out(0.1e-3)["causes"] == []  # a batch's hand-over from the workers: 10% of the step
+    lagging = out(2e-3)["causes"]
+    assert [c["kind"] for c in lagging] == ["loader"] and "its 2 workers do not keep up" in lagging[0]["what"]

@@ -22,7 +22,7 @@ from ..records import SpeedCause, SpeedEstimate, SpeedLine, SpeedProfile, SpeedR
 
 MIN_SHARE = 0.005  # a cause explains at least this share of the step ...
 MIN_SECONDS = 5e-6  # ... and this much time
-LOADER_SHARE = 0.05  # a DataLoader with workers: its wait must be this share (a batch's hand-over takes some)
+LOADER_SHARE = 0.25  # a DataLoader with workers: its wait must be this share (each batch's hand-over takes some)
 MANY_KERNELS = 100  # kernels a step from which their launches can be a cause
 TIED = 0.1  # causes whose times are this close are ranked by their lines
 
