@@ -307,7 +307,8 @@ class SpeedLoader(TypedDict):
 
 
 class SpeedDetail(TypedDict):
-    """One step measured op by op, in order: what the estimate replays on a named GPU.
+    """A step measured op by op, in order: what the estimate replays on a named GPU (the first of the steps so
+    measured, each host time the median of theirs: speed.counts).
 
     Each event is a list, its first item its kind and its second the host's own time since the event before:
     ["k", host_s, flops, bytes, math, place, kernels], a kernel (math: "fp32", "tf32", "half", "fp64");
@@ -329,7 +330,7 @@ class SpeedProfile(TypedDict, total=False):
     places: list[SpeedPlace]
     lines: list[SpeedLine]
     loaders: list[SpeedLoader]
-    detail: SpeedDetail | None
+    detail: SpeedDetail | None  # None below two steps
 
 
 class SpeedCause(TypedDict):
