@@ -6,18 +6,7 @@ from __future__ import annotations
 import html
 
 from ..records import SpeedReport, SpeedStep
-
-
-def _ms(seconds: float) -> str:
-    ms = seconds * 1000
-    return f"{ms:.2g} ms" if ms < 10 else f"{ms:.0f} ms"
-
-
-def _bytes(n: float) -> str:
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return f"{n / size:.3g} {unit}"
-    return f"{n:g} B"
+from ..speed.findings import byte_size, milliseconds
 
 
 def _n(x: float) -> str:
@@ -26,11 +15,11 @@ def _n(x: float) -> str:
 
 def counts_line(c: SpeedStep) -> str:
     """The median step's counts and host times, in words."""
-    return (f"{_n(c['syncs'])} host syncs, {_n(c['copies_in'])} copies to the device ({_bytes(c['bytes_in'])}, "
+    return (f"{_n(c['syncs'])} host syncs, {_n(c['copies_in'])} copies to the device ({byte_size(c['bytes_in'])}, "
             f"{_n(c['pinned_in'])} pinned), {_n(c['copies_out'])} to the host, {_n(c['kernels'])} kernels "
-            f"({_n(c['ops'])} ops with views), {_n(c['allocations'])} allocations ({_bytes(c['allocated_bytes'])}); "
-            f"host {_ms(c['host_s'])} of its own work, {_ms(c['data_wait_s'])} waiting for batches, "
-            f"{_ms(c['kernel_s'])} in the simulated kernels (left out: the GPU runs them)")
+            f"({_n(c['ops'])} ops with views), {_n(c['allocations'])} allocations ({byte_size(c['allocated_bytes'])}); "
+            f"host {milliseconds(c['host_s'])} of its own work, {milliseconds(c['data_wait_s'])} waiting for batches, "
+            f"{milliseconds(c['kernel_s'])} in the simulated kernels (left out: the GPU runs them)")
 
 
 def head(speed: SpeedReport) -> str:
@@ -49,14 +38,14 @@ def lines(speed: SpeedReport) -> list[str]:
     est = speed.get("estimate")
     if est:
         device = est["busy_s"] + est["launch_s"] + est["copy_s"]
-        out.append(f"    estimated step: {_ms(est['step_s'])}, the device busy {_ms(device)} of it (kernels' work "
-                   f"{_ms(est['busy_s'])}, launches {_ms(est['launch_s'])}, copies {_ms(est['copy_s'])}), the host "
-                   f"{_ms(est['host_s'])}; {est['flops'] / 1e6:.3g} MFLOP a step")
+        out.append(f"    estimated step: {milliseconds(est['step_s'])}, the device busy {milliseconds(device)} of it (kernels' work "
+                   f"{milliseconds(est['busy_s'])}, launches {milliseconds(est['launch_s'])}, copies {milliseconds(est['copy_s'])}), the host "
+                   f"{milliseconds(est['host_s'])}; {est['flops'] / 1e6:.3g} MFLOP a step")
     causes = speed.get("causes") or []
     if causes:
         out.append("    causes, by the idle time they explain:")
         for i, c in enumerate(causes, 1):
-            out.append(f"      {i}. ~{_ms(c['seconds'])} a step ({c['share']:.1%}): {c['what']}")
+            out.append(f"      {i}. ~{milliseconds(c['seconds'])} a step ({c['share']:.1%}): {c['what']}")
             out.append(f"         fix: {c['fix']}")
     elif est:
         out.append("    causes: none")
@@ -74,7 +63,7 @@ def section(speed: SpeedReport) -> str:
         parts.append(f'<p class="settings">per step (medians): {e(counts_line(counts))}</p>')
     causes = speed.get("causes") or []
     if causes:
-        rows = "".join(f'<tr><td class="num">{i}</td><td class="num">{e(_ms(c["seconds"]))}</td>'
+        rows = "".join(f'<tr><td class="num">{i}</td><td class="num">{e(milliseconds(c["seconds"]))}</td>'
                        f'<td class="num">{c["share"]:.1%}</td><td>{e(c["what"])}</td><td>{e(c["fix"])}</td></tr>'
                        for i, c in enumerate(causes, 1))
         parts.append("<table><tr><th>#</th><th>a step</th><th>share</th><th>cause</th><th>fix</th></tr>"

@@ -138,16 +138,16 @@ def _causes(profile: SpeedProfile, events: list[Event], gpu: Gpu, base: Timeline
         workers = loader["num_workers"]
         if not _measurable(seconds, base, MIN_SHARE if workers == 0 else LOADER_SHARE):
             continue
-        wait = _ms(loader["wait_s"] / max(1.0, loader["batches"]))
+        wait = milliseconds(loader["wait_s"] / max(1.0, loader["batches"]))
         if workers == 0:
             what = (f"prepares batches on the main process (num_workers=0: {wait} per batch against an estimated "
-                    f"{_ms(device)} of device work a step)")
+                    f"{milliseconds(device)} of device work a step)")
             fix = ("num_workers=N (as many as the cores allow), persistent_workers=True, pin_memory=True, and "
                    ".to(device, non_blocking=True) on the batches; a worker_init_fn where the data set draws random "
                    "numbers")
         else:
             what = (f"its {workers} workers do not keep up: the step waits {wait} per batch against an estimated "
-                    f"{_ms(device)} of device work a step")
+                    f"{milliseconds(device)} of device work a step")
             fix = "more workers (num_workers), less work per item in __getitem__, or the data prepared once beforehand"
         found.append(_cause(profile, "loader", loader["place"], loader["batches"], 0, seconds, step,
                             f"the DataLoader at {{at}} {what}", fix))
@@ -197,7 +197,7 @@ def _copy_cause(profile, line: SpeedLine, events, gpu, base, saved) -> SpeedCaus
 
     size = line["bytes_per_step"]
     memory = "pinned" if line["pinned"] else "pageable"
-    amount = f"{_count(line['per_step'])} a step, {_bytes(size)}"
+    amount = f"{_count(line['per_step'])} a step, {byte_size(size)}"
     if source == "batch":
         seconds = saved(lambda e: replace(e, pinned=True, non_blocking=True) if mine(e) else e)
         kind = "copy"
@@ -267,9 +267,9 @@ def summary(base: Timeline, causes: list[SpeedCause], gpu: Gpu, kernels: float) 
     if len(causes) > 3:
         parts.append(f"and {len(causes) - 3} more")
     if base.idle_fraction >= 0.5 and idle - explained > 0.5 * idle:
-        parts.append(f"{'the rest is' if causes else 'it is'} the host's own work: {_ms(base.host_s)} a step here "
+        parts.append(f"{'the rest is' if causes else 'it is'} the host's own work: {milliseconds(base.host_s)} a step here "
                      f"(Python, torch's and the simulated device's overhead, {_count(kernels)} kernels launched) "
-                     f"against {_ms(base.device_s)} of device work, which no line of the script explains")
+                     f"against {milliseconds(base.device_s)} of device work, which no line of the script explains")
     elif not causes:
         parts.append("no cause found")
     return head + ": " + "; ".join(parts)
@@ -285,8 +285,8 @@ def short(c: SpeedCause) -> str:
     if c["kind"] == "launches":
         return f"{_count(c['per_step'])} small kernels a step, launched one by one"
     if c["kind"] == "made":
-        return f"{at} creates a tensor on the CPU every step and copies it ({_bytes(c['bytes_per_step'])})"
-    return f"{at} copies {_bytes(c['bytes_per_step'])} to the device every step"
+        return f"{at} creates a tensor on the CPU every step and copies it ({byte_size(c['bytes_per_step'])})"
+    return f"{at} copies {byte_size(c['bytes_per_step'])} to the device every step"
 
 
 def _percent(fraction: float) -> str:
@@ -302,12 +302,14 @@ def _count(n: float) -> str:
     return f"{n:g}" if n == int(n) else f"{n:.1f}"
 
 
-def _ms(seconds: float) -> str:
+def milliseconds(seconds: float) -> str:
+    """A time as the reports give it: '0.42 ms', '12 ms'."""
     ms = seconds * 1000
     return f"{ms:.2g} ms" if ms < 10 else f"{ms:.0f} ms"
 
 
-def _bytes(n: float) -> str:
+def byte_size(n: float) -> str:
+    """A size as the reports give it: '787 kB'."""
     for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if n >= size:
             return f"{n / size:.3g} {unit}"
