@@ -26,12 +26,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 from . import compare as cmp
 from ..records import (Comparison, Diagnosis, DistributedSummary, ExceptionRecord, ParamAgreement, ParamMismatch,
                        RankSummary, RunResult, Where)
-from ..tracing import progress
 from ..sandbox import proctree
 from .runner import RunSpec, Sandbox, failed_result
 
@@ -105,26 +103,9 @@ def run(spec: RunSpec, *, max_steps=None, seed=0, timeout=600.0, cwd=None, keep=
     # The ranks share the cores this run was given (torchrun would otherwise set 1 and warn).
     env.setdefault("OMP_NUM_THREADS", str(max(1, (threads or os.cpu_count() or 1) // nproc)))
 
-    t0 = time.perf_counter()
-    timed_out = False
-    proc = None
-    try:
-        with open(box.stdout, "wb") as out, open(box.stderr, "wb") as err:
-            proc = box.spawn(cmd, env, out, err)
-            try:
-                if on_progress is None:
-                    proc.wait(timeout=timeout)
-                else:  # rank 0 speaks for the run
-                    progress.follow(proc, box.progress + ".rank0", timeout, on_progress)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                _stop(proc, box.result)
-    except BaseException:
-        box.end(proc)
-        box.discard()
-        raise
-    box.end(proc)  # torchrun, the ranks' keepers and all they left
-    wall = time.perf_counter() - t0
+    # rank 0 speaks for the run; the end covers torchrun, the ranks' keepers and all they left
+    proc, timed_out, wall = box.run_child(cmd, env, timeout, on_progress, box.progress + ".rank0",
+                                          lambda proc: _stop(proc, box.result))
 
     ranks: list[RunResult] = []
     for r in range(nproc):

@@ -381,7 +381,8 @@ def migrate(script: str, args=(), *, device: str = "auto", max_steps=None, synth
                 entry["taken_back"] = _first_reason(new_report, "cpu")
                 taken_back.append(entry)
                 continue
-            if _device_failure(new_report) is not None and _device_failure(new_report) == _device_failure(report):
+            failure = _device_failure(new_report)
+            if failure is not None and failure == _device_failure(report):
                 # the same failure at the same place: the edit moved the wrong value; the next one is tried
                 draft.write(user_file, old)
                 entry["taken_back"] = f"{SAME_FAILURE}: {_first_reason(new_report, 'device')}"

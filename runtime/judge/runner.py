@@ -19,6 +19,7 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import Callable
 
 from ..records import RunResult, Where
 from ..sandbox import folderstate, isolation, proctree, reaper
@@ -301,6 +302,32 @@ class Sandbox:
         if not self.keep:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
+    def run_child(self, cmd: list, env: dict, timeout: float, on_progress, progress_path: str,
+                  stop: Callable[[subprocess.Popen], None]) -> tuple[subprocess.Popen, bool, float]:
+        """Start the child and wait for it (following its progress lines where asked); at the timeout
+        ``stop`` it. However it ends, nothing of it lives on (an exception also removes the run's
+        folder). The process, whether it timed out, and the wall time."""
+        t0 = time.perf_counter()
+        timed_out = False
+        proc = None
+        try:
+            with open(self.stdout, "wb") as out, open(self.stderr, "wb") as err:
+                proc = self.spawn(cmd, env, out, err)
+                try:
+                    if on_progress is None:
+                        proc.wait(timeout=timeout)
+                    else:
+                        progress.follow(proc, progress_path, timeout, on_progress)
+                except subprocess.TimeoutExpired:
+                    timed_out = True
+                    stop(proc)
+        except BaseException:
+            self.end(proc)
+            self.discard()
+            raise
+        self.end(proc)  # the keeper ended what the run left; this ends what escaped it
+        return proc, timed_out, time.perf_counter() - t0
+
     def _refused_writes(self, result: RunResult) -> list:
         """The writes refused during the run: by the audit hook (in the result) and by the write watch
         (the keeper's record files, one per rank)."""
@@ -381,26 +408,7 @@ def run(spec: RunSpec, *, max_steps=None, seed=0, timeout=600.0, cwd=None, keep=
         # gets the same count, so that they compute the same sums.
         env.setdefault("OMP_NUM_THREADS", str(threads))
 
-    t0 = time.perf_counter()
-    timed_out = False
-    proc = None
-    try:
-        with open(box.stdout, "wb") as out, open(box.stderr, "wb") as err:
-            proc = box.spawn(cmd, env, out, err)
-            try:
-                if on_progress is None:
-                    proc.wait(timeout=timeout)
-                else:
-                    progress.follow(proc, box.progress, timeout, on_progress)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                _stop(proc)
-    except BaseException:
-        box.end(proc)
-        box.discard()
-        raise
-    box.end(proc)  # the keeper ended what the run left; this ends what escaped it
-    wall = time.perf_counter() - t0
+    proc, timed_out, wall = box.run_child(cmd, env, timeout, on_progress, box.progress, _stop)
 
     result: RunResult | None = None
     if os.path.exists(box.result):
