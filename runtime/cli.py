@@ -143,9 +143,16 @@ def verify(script, script_args, against, device, max_steps, timeout, seed, rtol,
 @click.option("--output-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Also write the final round's verify report as one HTML file.")
+@click.option("--speed", is_flag=True,
+              help="Once proven, also make the edits that remove what would keep a GPU idle (verify --speed's "
+                   "causes: DataLoader workers, pinned batches copied with non_blocking, tensors made on the "
+                   "device, running sums kept on the device, cudnn.benchmark), each kept only where verify "
+                   "gives the same losses and a shorter estimated step.")
+@click.option("--gpu", "gpu", default=None, metavar="NAME",
+              help="The GPU --speed estimates for (implies --speed): H100 (the default), A100, L4, RTX4090 or T4.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines on stderr.")
 def migrate(script, script_args, in_place, write_unproven, device, max_steps, max_rounds, timeout, seed, rtol,
-            synthetic_data, output_format, report_path, quiet):
+            synthetic_data, output_format, report_path, speed, gpu, quiet):
     """Migrate SCRIPT (and the project files it imports) to the GPU and prove it: the static rewrite,
     then runs on the (simulated) GPU whose located failures become moves where the values are bound,
     until verify passes against the original. Without --in-place, prints the diff and writes nothing.
@@ -170,7 +177,8 @@ def migrate(script, script_args, in_place, write_unproven, device, max_steps, ma
     try:
         with guard():  # Ctrl-C, SIGTERM, SIGHUP, an exception: no process of the runs lives on
             result = run_migrate(script, script_args, device=device, max_steps=max_steps, synthetic_data=synthetic_data,
-                                 timeout=timeout, seed=seed, rtol=rtol, max_rounds=max_rounds, progress=say)
+                                 timeout=timeout, seed=seed, rtol=rtol, max_rounds=max_rounds, progress=say,
+                                 speed=speed or gpu is not None, gpu=gpu)
     except VerifyError as e:
         click.echo(f"cpu2gpu migrate: {e}", err=True)
         raise SystemExit(EXIT_ERROR)

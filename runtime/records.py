@@ -321,6 +321,16 @@ class SpeedDetail(TypedDict):
     merged: int  # kernels merged into the one before them past the events' cap
 
 
+class SpeedConvolutions(TypedDict):
+    """The run's convolutions: how many input shapes they ran with, and whether cuDNN chose their algorithms by
+    timing them (torch.backends.cudnn.benchmark, as the run ended)."""
+
+    shapes: int
+    place: int  # the user's line of the first (index into places), -1 none
+    fixed: bool  # after the second step, at most two steps brought a new shape (an epoch's last batch)
+    cudnn_benchmark: bool
+
+
 class SpeedProfile(TypedDict, total=False):
     """What verify --speed records in the device run (speed.counts)."""
 
@@ -331,12 +341,14 @@ class SpeedProfile(TypedDict, total=False):
     lines: list[SpeedLine]
     loaders: list[SpeedLoader]
     detail: SpeedDetail | None  # None below two steps
+    convolutions: SpeedConvolutions
 
 
 class SpeedCause(TypedDict):
     """One thing that keeps the GPU idle, with its line and its fix."""
 
-    kind: str  # "loader", "sync", "copy", "made", "launches"
+    kind: str  # "loader", "sync", "copy", "made", "launches", "cudnn"
+    copied: str  # a copy's source: "batch", "slice", "same", "made"; else ""
     file: str | None
     line: int | None
     source: str
@@ -684,7 +696,35 @@ class _MigrateReportBase(TypedDict):
     seconds: float
 
 
+class SpeedEditRecord(TypedDict, total=False):
+    """A cause migrate --speed looked at: the edit kept, or the edit taken back or none, and why."""
+
+    cause: str  # the cause's kind (SpeedCause's)
+    what: str  # the cause in words
+    file: str | None
+    line: int | None  # in the user's file
+    seconds: float  # the idle time the cause explained a step
+    kind: str  # the edit's (speededits.SpeedEdit's): workers, pinned, on_device, sum_on_device, cudnn_benchmark
+    edit: str  # the edited line
+    how: str
+    why: str  # taken back, or no edit: why
+
+
+class SpeedMigration(TypedDict):
+    """migrate --speed: the estimate before and after the speed edits, the edits kept and the others."""
+
+    gpu: str
+    before: SpeedEstimate | None
+    after: SpeedEstimate | None
+    summary_before: str
+    summary_after: str
+    edits: list[SpeedEditRecord]
+    not_edited: list[SpeedEditRecord]
+    losses_same: int  # the device run's losses, equal before and after the edits
+
+
 class MigrateReport(_MigrateReportBase, total=False):
     """What migrate() returns (nothing written)."""
 
     written: list[str]  # the files written (the cli's --in-place)
+    speed: SpeedMigration  # --speed, once proven

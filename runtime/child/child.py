@@ -262,6 +262,7 @@ def main(argv=None) -> int:
             diagnosis = {"cause": f"(diagnosis failed: {inner!r})", "rule": None, "rule_name": None, "where": None}
         namespace = _script_globals(tb, script)
     rec.lines.stop()
+    harness.shut_down_workers(rec)
     t_end = time.perf_counter()
     if rec.speed is not None:
         rec.speed.stop()

@@ -141,6 +141,7 @@ class Recorder:
         self.trained_devices: set[str] = set()  # devices of the tensors the optimizers step
         self.cap: StepCap | None = None  # the StepCap of --max-steps
         self.lines = Lines(self.is_user_file)  # the lines of the user's files that the run executes
+        self.worker_iterators: weakref.WeakSet = weakref.WeakSet()  # a DataLoader's, with worker processes
         self.manual: ManualSteps | None = None  # the ManualSteps: updates by hand (w -= lr * w.grad) are steps too
         self.loaders: list[LoaderRecord] = []  # the DataLoaders the user's code made, how each draws its batches
         self.speed: Counter | None = None  # verify --speed: the device run's counts per step (speed.counts)
@@ -380,6 +381,17 @@ def install(rec: Recorder) -> None:
         stepcap.install(cap)  # after _track_batches: its gate decides before a batch is noted
 
 
+def shut_down_workers(rec: Recorder) -> None:
+    """End the DataLoader workers still alive (persistent ones, an iterator left mid-epoch), so that they
+    report the lines they ran (linetrace)."""
+    for iterator in list(rec.worker_iterators):
+        try:
+            iterator._shutdown_workers()
+        except Exception:  # a worker that is already gone: nothing to report
+            pass
+    rec.lines.from_workers()
+
+
 def _track_batches(rec: Recorder) -> None:
     # A tensor that came out of a DataLoader and stayed on the CPU is a batch
     # not moved (CG103), not just any tensor (CG102).
@@ -391,6 +403,8 @@ def _track_batches(rec: Recorder) -> None:
             rec.batches[id(t)] = weakref.ref(t)
 
     def __next__(self):
+        if isinstance(self, dataloader._MultiProcessingDataLoaderIter):
+            rec.worker_iterators.add(self)
         batch = orig_next(self) if rec.speed is None else rec.speed.next_batch(self, orig_next)  # timed: --speed
         if len(rec.batches) > 4096:
             rec.batches = {k: r for k, r in rec.batches.items() if r() is not None}

@@ -35,6 +35,7 @@ from cpu2gpu.rules.runtimeside import BINDING, CPU_MODULE, RULE_FIX, TRAINED_TEN
 from ..child.notebookrun import CELL_SEP, is_notebook, program_file
 from ..records import MigrateReport, Reason, Round, RunResult, StaticMiss, Unreached, VerifiedRun, VerifyReport
 from .runner import choose_root, copy_tree
+from .speedup import device_line_of, draft_path, speed_rounds
 from .verify import OK, VerifyError, verify
 
 MAX_ROUNDS = 8
@@ -272,8 +273,9 @@ def _user_path(shown: str, draft: Draft) -> str | None:
 
 def migrate(script: str, args=(), *, device: str = "auto", max_steps=None, synthetic_data=False, timeout=600.0,
             seed=0, rtol=None, max_rounds=MAX_ROUNDS, cwd=None, rules=None, unsafe_fixes=False,
-            device_expression=None, progress=None) -> MigrateReport:
-    """Migrate ``script`` in a draft and prove it; return the whole story as data (nothing written)."""
+            device_expression=None, progress=None, speed=False, gpu=None) -> MigrateReport:
+    """Migrate ``script`` in a draft and prove it; return the whole story as data (nothing written).
+    ``speed``: once proven, the speed edits (speedup.py), estimated for ``gpu`` (speed.gpus' names)."""
     if not os.path.isfile(script):
         raise VerifyError(f"no such file: {script}")
     if rules is None:
@@ -302,7 +304,8 @@ def migrate(script: str, args=(), *, device: str = "auto", max_steps=None, synth
             out = verify(draft.in_draft(script), args, against=script, device=device, max_steps=max_steps,
                          seed=seed, timeout=timeout, jobs=1, rtol=rtol, cwd=draft.cwd_in_draft,
                          against_cwd=cwd, synthetic_data=synthetic_data, with_cpu=True, reference=reference,
-                         reference_band=reference_band, root=draft.work, device_flag=flag)
+                         reference_band=reference_band, root=draft.work, device_flag=flag,
+                         speed=speed and not is_notebook(script), gpu=gpu)
             out["settings"]["script"] = f"{os.path.relpath(script, cwd)} (migrated)"
             out["settings"]["against"] = os.path.relpath(script, cwd)
             return out
@@ -392,8 +395,11 @@ def migrate(script: str, args=(), *, device: str = "auto", max_steps=None, synth
             misses.append({"rule": ev.rule, "file": shown, "line": line, "name": ev.name, "how": fixed.how,
                            **({"cell": entry["cell"]} if "cell" in entry else {})})
         proven = report["verdict"] == "pass" and not cannot_run(report)
+        speed_story = None
+        if speed and proven and not is_notebook(script):
+            report, speed_story = _speed_rounds(draft, report, run_verify, cwd, progress)
         changed = draft.changed()
-        return {
+        out: MigrateReport = {
             "script": os.path.relpath(script, cwd), "proven": proven,
             "ending": ending + (f" (the device run with {flag.shown()}, the script's opt-in GPU flag)"
                                 if flag is not None and proven else ""),
@@ -404,8 +410,33 @@ def migrate(script: str, args=(), *, device: str = "auto", max_steps=None, synth
             "originals": {p: old for p, (old, new) in changed.items()},
             "seconds": time.perf_counter() - started,
         }
+        if speed_story is not None:
+            out["speed"] = speed_story
+        return out
     finally:
         draft.remove()
+
+
+def _speed_rounds(draft: Draft, report: VerifyReport, run_verify, cwd: str, progress):
+    """migrate --speed's rounds on the proven draft (speedup.py)."""
+
+    def read(user_path: str) -> bytes:
+        return draft.read(user_path)
+
+    def original(user_path: str, now: bytes, line: int) -> int:
+        first = draft.originals.get(user_path)
+        return original_line(first, now, line) if first is not None else line
+
+    def verify_again() -> VerifyReport:
+        if progress:
+            progress("speed: verify")
+        return run_verify()
+
+    return speed_rounds(report, read=read, write=draft.write,
+                        user_path=lambda shown: draft_path(shown, draft.work, draft.root, draft.cwd_in_draft),
+                        shown=lambda path: os.path.relpath(path, cwd),
+                        device_line=lambda path: device_line_of(draft.read(path)), run_verify=verify_again,
+                        original_line=original)
 
 
 def original_line(original: bytes, draft: bytes, line: int) -> int:

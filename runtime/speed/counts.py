@@ -94,6 +94,9 @@ class Counter:
         self.merged = 0
         self.last_host = 0.0
         self.stopped = False
+        self.convolution_shapes: set[tuple] = set()  # the input shapes the convolutions ran with
+        self.new_shape_steps: set[int] = set()  # the steps after the second that brought a new one
+        self.convolution_place = -1  # the user's line of the first
         self._start(time.perf_counter())
 
     # -- steps ------------------------------------------------------------------------------------
@@ -206,6 +209,8 @@ class Counter:
             run_s = time.perf_counter() - r0
             if what in ("kernel", "shape"):
                 cur["kernels"] += 1
+                if func._overloadpacket in _CONVOLUTIONS and args and isinstance(args[0], torch.Tensor):
+                    self._convolution(tuple(args[0].shape))
                 if detail:
                     self._kernel(func, args, kwargs, out, gap)
                 if what == "shape":
@@ -357,6 +362,15 @@ class Counter:
             return
         events.append(["k", gap, flops, size, _math(func, args, flops), self.place(), 1])
 
+    def _convolution(self, shape: tuple) -> None:
+        if shape in self.convolution_shapes:
+            return
+        self.convolution_shapes.add(shape)
+        if len(self.steps) >= 2:
+            self.new_shape_steps.add(len(self.steps))
+        if self.convolution_place < 0:
+            self.convolution_place = self.place()
+
     def _sync(self, what: str, size: int, gap: float, counted_out: bool = False) -> None:
         cur = self.cur
         cur["syncs"] += 1
@@ -439,7 +453,10 @@ class Counter:
         places: list[SpeedPlace] = [{"file": display(f), "line": n, "source": linecache.getline(f, n).strip()}
                                     for f, n in self.places]
         return {"mode": self.mode, "steps": steps, "per_step": per_step, "places": places, "lines": lines,
-                "loaders": loaders, "detail": _steady(self.detailed)}
+                "loaders": loaders, "detail": _steady(self.detailed),
+                "convolutions": {"shapes": len(self.convolution_shapes), "place": self.convolution_place,
+                                 "fixed": len(self.new_shape_steps) <= 2,
+                                 "cudnn_benchmark": bool(torch.backends.cudnn.benchmark)}}
 
 
 def _steady(detailed: list[SpeedDetail]) -> SpeedDetail | None:

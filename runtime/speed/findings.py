@@ -62,6 +62,9 @@ def report(run: str, profile: SpeedProfile, gpu: Gpu) -> SpeedReport:
     events = replay(profile)
     base = model.simulate(events, gpu)
     causes = ranked(_causes(profile, events, gpu, base))
+    cudnn = _cudnn_cause(profile)
+    if cudnn is not None:
+        causes += ranked([cudnn])
     out["estimate"] = _estimate(base, gpu, detail["flops"])
     out["causes"] = causes
     out["summary"] = summary(base, causes, gpu, per_step["kernels"])
@@ -110,9 +113,9 @@ def _place(profile: SpeedProfile, index: int) -> tuple[str | None, int | None, s
 
 
 def _cause(profile, kind: str, place: int, per_step: float, size: float, seconds: float, step: float,
-           what: str, fix: str) -> SpeedCause:
+           what: str, fix: str, copied: str = "") -> SpeedCause:
     file, line, source = _place(profile, place)
-    return {"kind": kind, "file": file, "line": line, "source": source, "per_step": per_step,
+    return {"kind": kind, "copied": copied, "file": file, "line": line, "source": source, "per_step": per_step,
             "bytes_per_step": size, "seconds": seconds, "share": seconds / step if step else 0.0, "what": what,
             "fix": fix}
 
@@ -218,7 +221,19 @@ def _copy_cause(profile, line: SpeedLine, events, gpu, base, saved) -> SpeedCaus
                "generator where it draws from its own), or build it once before the loop")
     if not _measurable(seconds, base):
         return None
-    return _cause(profile, kind, place, line["per_step"], size, seconds, base.step_s, what, fix)
+    return _cause(profile, kind, place, line["per_step"], size, seconds, base.step_s, what, fix, copied=source)
+
+
+def _cudnn_cause(profile: SpeedProfile) -> SpeedCause | None:
+    """Convolutions of fixed shapes whose algorithm cuDNN does not choose by timing: not in the estimate (which
+    knows no algorithms), so it explains no time and comes last."""
+    convolutions = profile.get("convolutions")
+    if not convolutions or not convolutions["shapes"] or convolutions["cudnn_benchmark"] or not convolutions["fixed"]:
+        return None
+    what = (f"the convolutions (the first at {{at}}) run with {convolutions['shapes']} input shapes, fixed from step to "
+            f"step, and cuDNN takes its default algorithm for each instead of the fastest (not in the estimate)")
+    fix = "torch.backends.cudnn.benchmark = True after the device line"
+    return _cause(profile, "cudnn", convolutions["place"], 0, 0, 0.0, 1.0, what, fix)
 
 
 def _launch_cause(profile: SpeedProfile, events, gpu, base, saved) -> SpeedCause | None:
@@ -284,6 +299,8 @@ def short(c: SpeedCause) -> str:
         return c["what"]
     if c["kind"] == "launches":
         return f"{_count(c['per_step'])} small kernels a step, launched one by one"
+    if c["kind"] == "cudnn":
+        return "convolutions of fixed shapes without cudnn.benchmark"
     if c["kind"] == "made":
         return f"{at} creates a tensor on the CPU every step and copies it ({byte_size(c['bytes_per_step'])})"
     return f"{at} copies {byte_size(c['bytes_per_step'])} to the device every step"

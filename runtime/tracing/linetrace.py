@@ -6,8 +6,10 @@ compiled (usercode) with a recorder before each statement, on the statement's ow
 ``_cpu2gpu_lines_3.add(12)``, a set's ``add`` of the line number (about 0.1 us). A tracer
 (``sys.settrace``) would also be called for every frame of torch's own Python code, and cost a
 third of a small script's time; ``sys.monitoring`` (3.12+) is not in every Python this runs on.
-The line of a statement is its first line; what runs in a DataLoader worker (a forked process)
-reports nothing back. The cap of --max-steps swaps the sets for fresh ones, so that the lines
+The line of a statement is its first line. What runs in a DataLoader worker (a process forked by
+multiprocessing) is reported back: each worker writes its sets to a file of the run's own folder as it
+exits (a multiprocessing finalizer, which a worker runs when its loader shuts it down), and the parent
+reads them (``from_workers``) once it has shut down the workers still alive. The cap of --max-steps swaps the sets for fresh ones, so that the lines
 that ran after it are known too.
 """
 
@@ -15,6 +17,10 @@ from __future__ import annotations
 
 import ast
 import builtins
+import json
+import multiprocessing.util
+import os
+import tempfile
 from typing import Callable
 
 from . import usercode
@@ -62,6 +68,8 @@ class Lines:
         self._before: dict = {}  # file -> the lines that ran before the cap (once it is reached)
         self._capped = False
         self.active = False
+        self._inbox: str | None = None  # where the workers write what they ran
+        self._workers: set = set()  # (file, line) that ran in workers
 
     def _record(self, tree: ast.Module, path: str) -> ast.Module:
         if not self.active or not self._is_user_file(path):
@@ -73,11 +81,44 @@ class Lines:
         return _RecordStatements(name).visit(tree)
 
     def start(self) -> None:
-        """Record the lines of the user's files compiled from now on (usercode)."""
+        """Record the lines of the user's files compiled from now on (usercode), in the workers too."""
         if self.active:
             return
         self.active = True
         usercode.add_transform(self._record)
+        self._inbox = tempfile.mkdtemp(prefix="cpu2gpu-lines-")
+        multiprocessing.util.register_after_fork(self, Lines._in_worker)
+
+    def _in_worker(self) -> None:
+        # multiprocessing clears the finalizers a forked process inherits before it runs this
+        multiprocessing.util.Finalize(None, self._write_for_parent, exitpriority=10)
+
+    def _write_for_parent(self) -> None:
+        if self._inbox is None:
+            return
+        ran = {path: sorted(self._now(path) | self._before.get(path, set())) for path in self._names}
+        target = os.path.join(self._inbox, f"lines-{os.getpid()}.json")
+        try:
+            with open(target + ".tmp", "w", encoding="utf-8") as f:
+                json.dump(ran, f)
+            os.replace(target + ".tmp", target)
+        except OSError:  # the parent's folder is gone: nothing to report to
+            pass
+
+    def from_workers(self) -> None:
+        """Add what the workers that have exited ran (call it once the workers are shut down)."""
+        if self._inbox is None or not os.path.isdir(self._inbox):
+            return
+        for name in sorted(os.listdir(self._inbox)):
+            if not name.endswith(".json"):
+                continue
+            try:
+                with open(os.path.join(self._inbox, name), encoding="utf-8") as f:
+                    ran = json.load(f)
+            except (OSError, ValueError):
+                continue
+            for path, lines in ran.items():
+                self._workers |= {(path, line) for line in lines}
 
     def mark_cap(self) -> None:
         """The cap of --max-steps is reached: from now on the lines that run also count in `after`."""
@@ -102,7 +143,7 @@ class Lines:
 
     @property
     def seen(self) -> set:
-        out = set()
+        out = set(self._workers)
         for path in self._names:
             for line in self._now(path) | self._before.get(path, set()):
                 out.add((path, line))

@@ -1,0 +1,334 @@
+"""The static half of ``migrate --speed``: the edit that removes one cause a device run ranked (runtime's
+speed.findings), at the line it named, and only where its form is known to keep the numbers.
+
+- ``workers``: the DataLoader at that line prepares its batches on the main process: ``num_workers=4``
+  and ``persistent_workers=True`` (the alternative without it is offered next, since a persistent
+  worker's iterator is made once and so draws its seed from the global generator only once). Only in a
+  file with an ``if __name__ == "__main__":`` guard: workers started by spawn or forkserver (Windows,
+  macOS, Python 3.14's Linux default) import the script again, and without the guard they run it again;
+- ``pinned``: batches copied from pageable memory: ``pin_memory=True`` in their DataLoader and
+  ``non_blocking=True`` on the moves at the copying line;
+- ``on_device``: a tensor made on the host every step and then moved (``torch.tensor(v).to(device)``):
+  made on the device (``torch.tensor(v, device=device)``), for the factories whose values do not depend
+  on where they are made; a draw (``torch.randn``) would come from the device's own generator, which
+  changes the numbers, so it is not edited;
+- ``sum_on_device``: a running sum of values read back every step (``total += loss.item()``) is kept on
+  the device (``total += loss.detach()``) and read where the script reads it (``float(total)``): one
+  host synchronisation where the script prints instead of one a step;
+- ``cudnn_benchmark``: convolutions of fixed shapes without ``torch.backends.cudnn.benchmark``: set
+  after the device line.
+
+Each function returns the edits to try in order (the first that keeps the losses stays), or the reason
+why this code gets none. torch-free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence, Union
+
+import libcst as cst
+import libcst.matchers as m
+
+from ..rewrite.fixes import Edit, InsertAfter, add_keyword, apply_edits, replaced_by
+from .binding import FileReading
+
+WORKERS = 4  # a DataLoader's worker processes: what most training machines' cores allow beside the main one
+_KEPT_VALUE_FACTORIES = frozenset({"tensor", "as_tensor", "zeros", "ones", "full", "empty", "arange", "eye",
+                                   "linspace", "zeros_like", "ones_like", "full_like"})
+
+
+@dataclass(frozen=True)
+class SpeedEdit:
+    """One speed edit: the file's new bytes, where, and what it does."""
+
+    kind: str  # workers | pinned | on_device | sum_on_device | cudnn_benchmark
+    data: bytes
+    line: int  # the line edited (in the bytes given)
+    edit: str  # the new code of that line
+    how: str  # in words, for the report
+
+
+Outcome = Union[list[SpeedEdit], str]  # the edits to try, in order; or why none
+
+
+def _read(data: bytes) -> Optional[FileReading]:
+    try:
+        return FileReading.of(data)
+    except cst.ParserSyntaxError:
+        return None
+
+
+def _calls_named(reading: FileReading, name: str, line: int) -> list[cst.Call]:
+    """The calls of ``name`` (``name(...)`` or ``x.name(...)``) that span ``line``, the innermost first."""
+    found = []
+    for node, rng in reading.positions.items():
+        if isinstance(node, cst.Call) and _last_name(node.func) == name and rng.start.line <= line <= rng.end.line:
+            found.append(node)
+    return sorted(found, key=lambda c: -reading.start(c))
+
+
+def _last_name(func: cst.BaseExpression) -> str:
+    if isinstance(func, cst.Name):
+        return func.value
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return ""
+
+
+def _keyword(call: cst.Call, name: str) -> Optional[cst.Arg]:
+    return next((a for a in call.args if a.keyword is not None and a.keyword.value == name), None)
+
+
+def _literal(arg: Optional[cst.Arg]) -> Optional[str]:
+    if arg is None:
+        return None
+    return cst.Module([]).code_for_node(arg.value)
+
+
+def _set_keyword(call: cst.Call, name: str, value: str) -> cst.Call:
+    """``name=value`` in the call: its value replaced where given, else appended."""
+    expr = cst.parse_expression(value)
+    if _keyword(call, name) is not None:
+        return call.with_changes(args=[a.with_changes(value=expr) if a.keyword is not None and a.keyword.value == name
+                                       else a for a in call.args])
+    return add_keyword(call, name, expr)
+
+
+def _made(reading: FileReading, edits: Sequence[Edit], kind: str, line: int, how: str) -> SpeedEdit:
+    new = apply_edits(reading.module, edits).code.encode("utf-8")
+    return SpeedEdit(kind, new, line, _line_of(new, line), how)
+
+
+def _line_of(data: bytes, line: int) -> str:
+    lines = data.splitlines()
+    return lines[line - 1].decode("utf-8", errors="replace").strip() if 0 < line <= len(lines) else ""
+
+
+def _has_main_guard(module: cst.Module) -> bool:
+    main = m.Comparison(left=m.Name("__name__"), comparisons=[m.ComparisonTarget(operator=m.Equal(),
+                                                                               comparator=m.SimpleString())])
+    flipped = m.Comparison(left=m.SimpleString(), comparisons=[m.ComparisonTarget(operator=m.Equal(),
+                                                                                comparator=m.Name("__name__"))])
+    return any(isinstance(stmt, cst.If) and (m.matches(stmt.test, main) or m.matches(stmt.test, flipped))
+               and "__main__" in cst.Module([]).code_for_node(stmt.test) for stmt in module.body)
+
+
+def _loader_call(reading: FileReading, line: int) -> Union[cst.Call, str]:
+    calls = _calls_named(reading, "DataLoader", line)
+    if not calls:
+        return f"no DataLoader(...) call at line {line}"
+    call = calls[0]
+    if any(a.star for a in call.args):
+        return "the DataLoader's arguments are passed with * or **: which ones it gets is not known here"
+    if sum(1 for a in call.args if a.keyword is None) > 5:
+        return "the DataLoader's num_workers is given by position"
+    return call
+
+
+def workers(data: bytes, line: int) -> Outcome:
+    """num_workers (and persistent_workers) for the DataLoader at ``line``."""
+    reading = _read(data)
+    if reading is None:
+        return "the file cannot be parsed"
+    call = _loader_call(reading, line)
+    if isinstance(call, str):
+        return call
+    given = _literal(_keyword(call, "num_workers"))
+    if given is not None and given != "0":
+        return f"num_workers is set by the script ({given}): the script's own setting is left to its user"
+    if not _has_main_guard(reading.module):
+        return ("the script has no `if __name__ == \"__main__\":` guard: worker processes started by spawn or "
+                "forkserver (Windows, macOS, Python 3.14 on Linux) would run it again")
+    out = []
+    with_persistent = _set_keyword(_set_keyword(call, "num_workers", str(WORKERS)), "persistent_workers", "True") \
+        if _keyword(call, "persistent_workers") is None else _set_keyword(call, "num_workers", str(WORKERS))
+    start = reading.start(call)
+    out.append(_made(reading, [replaced_by(call, with_persistent)], "workers", start,
+                     f"{WORKERS} worker processes prepare the batches, kept between epochs"))
+    if _keyword(call, "persistent_workers") is None:
+        plain = _set_keyword(call, "num_workers", str(WORKERS))
+        out.append(_made(reading, [replaced_by(call, plain)], "workers", start,
+                         f"{WORKERS} worker processes prepare the batches"))
+    return out
+
+
+def pinned(data: bytes, loader_lines: Sequence[int], copy_line: int) -> Outcome:
+    """pin_memory=True in the DataLoaders at ``loader_lines`` and non_blocking=True on the moves at
+    ``copy_line``."""
+    reading = _read(data)
+    if reading is None:
+        return "the file cannot be parsed"
+    edits: list[Edit] = []
+    for line in loader_lines:
+        call = _loader_call(reading, line)
+        if isinstance(call, str):
+            continue
+        if _literal(_keyword(call, "pin_memory")) not in (None, "False"):
+            continue
+        pinned_call: cst.Call = _set_keyword(call, "pin_memory", "True")
+        edits.append(replaced_by(call, pinned_call))
+    moves = [c for c in _calls_named(reading, "to", copy_line) + _calls_named(reading, "cuda", copy_line)
+             if reading.start(c) == copy_line and _keyword(c, "non_blocking") is None
+             and isinstance(c.func, cst.Attribute) and not any(a.star for a in c.args)]
+    if not moves:
+        return f"no .to(...) or .cuda() without non_blocking at line {copy_line}"
+    if not edits:
+        return "the DataLoader of these batches was not found in this file (pin_memory is set where it is made)"
+    for call in moves:
+        if _last_name(call.func) == "to" and len([a for a in call.args if a.keyword is None]) > 1:
+            continue  # .to(device, dtype) given by position: non_blocking would be a third
+        new = add_keyword(call, "non_blocking", cst.Name("True"))
+        edits.append(replaced_by(call, new))
+    return [_made(reading, edits, "pinned", copy_line,
+                  "the batches come in pinned memory and are copied with non_blocking=True")]
+
+
+def on_device(data: bytes, line: int) -> Outcome:
+    """``torch.F(args).to(dev)`` at ``line`` -> ``torch.F(args, device=dev)`` for a factory whose values
+    are the same wherever it makes them."""
+    reading = _read(data)
+    if reading is None:
+        return "the file cannot be parsed"
+    edits: list[Edit] = []
+    drawn = ""
+    for call in _calls_named(reading, "to", line):
+        func = call.func
+        if not isinstance(func, cst.Attribute) or not isinstance(func.value, cst.Call) or len(call.args) != 1 \
+                or call.args[0].keyword is not None or call.args[0].star:
+            continue
+        inner = func.value
+        name = _last_name(inner.func)
+        if not (isinstance(inner.func, cst.Attribute) and _last_name(inner.func.value) in ("torch", "th")):
+            continue
+        if name not in _KEPT_VALUE_FACTORIES:
+            drawn = drawn or name
+            continue
+        if _keyword(inner, "device") is not None or any(a.star for a in inner.args):
+            continue
+        new = add_keyword(inner, "device", call.args[0].value)
+        edits.append(replaced_by(call, new))
+    if not edits:
+        if drawn:
+            return (f"torch.{drawn} here would draw from the device's own generator, which changes the numbers "
+                    f"(opt-in only)")
+        return f"no torch factory moved with .to(device) at line {line}"
+    return [_made(reading, edits, "on_device", line, "made on the device instead of copied there every step")]
+
+
+def sum_on_device(data: bytes, line: int) -> Outcome:
+    """``total += x.item()`` at ``line`` -> ``total += x.detach()``, and ``float(total)`` where the script
+    reads ``total``."""
+    reading = _read(data)
+    if reading is None:
+        return "the file cannot be parsed"
+    found = None
+    for node, rng in reading.positions.items():
+        if isinstance(node, cst.AugAssign) and rng.start.line == line and isinstance(node.operator, cst.AddAssign) \
+                and isinstance(node.target, cst.Name):
+            found = node
+    if found is None:
+        return "not a running sum (name += value.item()) at this line"
+    reads = [c for c in _nodes(found.value, cst.Call) if m.matches(c, m.Call(func=m.Attribute(attr=m.Name("item")),
+                                                                             args=[]))]
+    if len(reads) != 1:
+        return "the running sum reads more or fewer than one value with .item()"
+    assert isinstance(found.target, cst.Name)
+    name = found.target.value
+    scope = _scope_of(reading, found)
+    if scope is None or _used_outside(reading.module, scope, name):
+        return f"{name} is used outside the function that sums it"
+    item = reads[0]
+    assert isinstance(item.func, cst.Attribute)
+    detached = item.with_changes(func=item.func.with_changes(attr=cst.Name("detach")))
+    edits: list[Edit] = [replaced_by(item, detached)]
+    for use in _loads(scope, name, skip=found):
+        edits.append(replaced_by(use, cst.Call(func=cst.Name("float"), args=[cst.Arg(cst.Name(name))])))
+    return [_made(reading, edits, "sum_on_device", line,
+                  f"{name} sums on the device and is read once where the script reads it (float({name})); "
+                  f"the sum is in the tensor's precision (float32) instead of Python's float")]
+
+
+def cudnn_benchmark(data: bytes, device_line: int) -> Outcome:
+    """``torch.backends.cudnn.benchmark = True`` after the statement at ``device_line`` (the device's)."""
+    reading = _read(data)
+    if reading is None:
+        return "the file cannot be parsed"
+    if "cudnn.benchmark" in data.decode("utf-8", errors="replace"):
+        return "the script sets cudnn.benchmark itself"
+    stmt = next((s for s in reading.module.body if isinstance(s, cst.SimpleStatementLine)
+                 and reading.start(s) <= device_line <= reading.span(s).end.line), None)
+    if stmt is None:
+        return "the device line is not a statement of the module's top level"
+    return [_made(reading, [InsertAfter(stmt, "torch.backends.cudnn.benchmark = True")], "cudnn_benchmark",
+                  reading.span(stmt).end.line + 1,
+                  "cuDNN times its algorithms for each shape of convolution once and keeps the fastest")]
+
+
+# -- scopes ---------------------------------------------------------------------------------------
+
+def _nodes(root: cst.CSTNode, kind: Union[type, tuple[type, ...]]) -> list:
+    found: list = []
+
+    class _Collect(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            if isinstance(node, kind):
+                found.append(node)
+            return True
+
+    root.visit(_Collect())
+    return found
+
+
+def _scope_of(reading: FileReading, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+    """The innermost function holding ``node``, else the module."""
+    line = reading.start(node)
+    best: cst.CSTNode = reading.module
+    for fn, rng in reading.positions.items():
+        if isinstance(fn, (cst.FunctionDef, cst.Lambda)) and rng.start.line <= line <= rng.end.line:
+            if best is reading.module or reading.start(fn) >= reading.start(best):
+                best = fn
+    return None if isinstance(best, cst.Lambda) else best
+
+
+def _inner_functions(scope: cst.CSTNode) -> list[cst.CSTNode]:
+    return [n for n in _nodes(scope, (cst.FunctionDef, cst.Lambda, cst.ClassDef,
+                                      cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)) if n is not scope]
+
+
+def _used_outside(module: cst.Module, scope: cst.CSTNode, name: str) -> bool:
+    """Whether ``name`` appears in a function other than ``scope``, or in one nested in it (or is declared
+    global or nonlocal): its reads there would not get their float()."""
+    inside = {id(n) for n in _names(scope, name)}
+    nested = {id(n) for inner in _inner_functions(scope) for n in _names(inner, name)}
+    declared = any(name in [n.name.value for n in decl.names]
+                   for decl in _nodes(module, (cst.Global, cst.Nonlocal)))
+    return declared or bool(nested) or any(id(n) not in inside for n in _names(module, name))
+
+
+def _names(root: cst.CSTNode, name: str) -> list[cst.Name]:
+    return [n for n in _nodes(root, cst.Name) if n.value == name]
+
+
+def _loads(scope: cst.CSTNode, name: str, skip: cst.AugAssign) -> list[cst.Name]:
+    """The reads of ``name`` in ``scope``: every Name but the targets of assignments and the sum's own."""
+    stores: set[int] = {id(skip.target)}
+    for node in _nodes(scope, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor,
+                               cst.WithItem, cst.Param, cst.Attribute, cst.Arg)):
+        if isinstance(node, cst.AssignTarget):
+            stores |= {id(n) for n in _nodes(node.target, cst.Name)}
+        elif isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name):
+            stores.add(id(node.target))
+        elif isinstance(node, cst.AnnAssign):
+            stores |= {id(n) for n in _nodes(node.target, cst.Name)}
+        elif isinstance(node, (cst.For, cst.CompFor)):
+            stores |= {id(n) for n in _nodes(node.target, cst.Name)}
+        elif isinstance(node, cst.WithItem) and node.asname is not None:
+            stores |= {id(n) for n in _nodes(node.asname, cst.Name)}
+        elif isinstance(node, cst.Param):
+            stores.add(id(node.name))
+        elif isinstance(node, cst.Attribute):
+            stores.add(id(node.attr))
+        elif isinstance(node, cst.Arg) and node.keyword is not None:
+            stores.add(id(node.keyword))
+    return [n for n in _names(scope, name) if id(n) not in stores]

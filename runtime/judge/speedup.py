@@ -1,0 +1,173 @@
+"""migrate --speed: once the migration is proven, the edits that remove what keeps the GPU idle, each kept
+only where verify proves it keeps the losses.
+
+Each round takes the causes verify --speed ranked in the last proven report, in their order, and the
+first one that has an edit (cpu2gpu.migration.speededits) not tried yet is made in the draft. The draft is
+verified again, with --speed: the edit stays where the run still passes, the device run's losses are the
+same as before any speed edit (equal, float for float: these edits change where and when work is done,
+not the arithmetic) and the CPU fallback still runs alike. Otherwise it is taken back and its next form,
+if it has one, is tried. What an edit saves is the estimate's, from the run before it (the cause's time:
+the same step replayed without it), not the difference of two runs' host times, which this machine's
+load moves by more than a small cause is worth. The rounds end when no cause has an edit left to try.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, Mapping, Sequence
+
+from cpu2gpu.migration import speededits
+from cpu2gpu.migration.speededits import SpeedEdit
+
+from .verify import OK
+from ..records import SpeedCause, SpeedEditRecord, SpeedMigration, VerifyReport
+
+MAX_SPEED_ROUNDS = 6
+
+
+def _device_run(report: Mapping) -> Mapping | None:
+    return next((r for r in report["runs"] if r["role"] == "migrated" and r["mode"] != "cpu"), None)
+
+
+def _cpu_alike(report: Mapping) -> bool:
+    run = next((r for r in report["runs"] if r["role"] == "migrated" and r["mode"] == "cpu"), None)
+    return run is None or (run["status"] in OK and
+                           not any(r["run"] == run["label"] for r in report["reasons"]))
+
+
+def _losses(report: Mapping) -> list[float] | None:
+    run = _device_run(report)
+    return list(run["losses"]) if run is not None and run.get("losses") else None
+
+
+def plan(cause: SpeedCause, read: Callable[[str], bytes], loader_lines: list[int], device_line: int | None
+         ) -> list[SpeedEdit] | str:
+    """The edits for ``cause`` (in the order to try them), or why it has none. ``loader_lines``: where the
+    run's DataLoaders were made in the cause's file."""
+    path, line = cause["file"], cause["line"]
+    if path is None or line is None:
+        return "its line is not in the script's files"
+    data = read(path)
+    kind = cause["kind"]
+    if kind == "loader":
+        if "main process" not in cause["what"]:
+            return "its DataLoader already has workers: more work per item than they keep up with is the script's"
+        return speededits.workers(data, line)
+    if kind == "copy" and cause.get("copied") == "batch":
+        return speededits.pinned(data, loader_lines, line)
+    if kind == "made":
+        return speededits.on_device(data, line)
+    if kind == "sync":
+        return speededits.sum_on_device(data, line)
+    if kind == "cudnn":
+        if device_line is None:
+            return "no device line found in the script's file"
+        return speededits.cudnn_benchmark(data, device_line)
+    if kind == "copy":
+        return "moving the whole tensor once before the loop changes where the script keeps it: left to its author"
+    return "no automatic edit: " + cause["fix"]
+
+
+def _loader_places(profile: Mapping) -> list[Mapping]:
+    places = profile.get("places") or []
+    return [places[loader["place"]] for loader in profile.get("loaders") or []
+            if 0 <= loader["place"] < len(places)]
+
+
+def speed_rounds(report: VerifyReport, *, read: Callable[[str], bytes], write: Callable[[str, bytes], None],
+                 user_path: Callable[[str], str | None], shown: Callable[[str], str],
+                 device_line: Callable[[str], int | None], run_verify: Callable[[], VerifyReport],
+                 original_line: Callable[[str, bytes, int], int]) -> tuple[VerifyReport, SpeedMigration]:
+    """The speed rounds from the proven ``report`` (made with --speed); the last proven report and the story."""
+    before = report.get("speed") or {}
+    base_losses = _losses(report)
+    kept: list[SpeedEditRecord] = []
+    refused: list[SpeedEditRecord] = []
+    tried: set = set()
+    for _ in range(MAX_SPEED_ROUNDS):
+        device = _device_run(report)
+        profile = (device or {}).get("speed") or {}
+        change = None
+        for cause in (report.get("speed") or {}).get("causes") or []:
+            path = user_path(cause["file"]) if cause["file"] else None
+            key = (cause["kind"], path, cause["line"])
+            if key in tried:
+                continue
+            tried.add(key)
+            local = {**cause, "file": path}
+            loader_lines = [p["line"] for p in _loader_places(profile) if path and user_path(p["file"]) == path]
+            outcome = plan(local, read, loader_lines, device_line(path) if path else None)  # type: ignore[arg-type]
+            if isinstance(outcome, str):
+                where = original_line(path, read(path), cause["line"]) if path and cause["line"] else None
+                refused.append(_record(cause, None, path, shown, outcome, where))
+                continue
+            change = (cause, path, outcome)
+            break
+        if change is None:
+            break
+        cause, path, forms = change
+        assert path is not None  # plan() gives no edit for a cause outside the files
+        old = read(path)
+        for form in forms:
+            write(path, form.data)
+            new = run_verify()
+            why = _refusal(new, base_losses)
+            line = original_line(path, old, form.line)
+            if why is None:
+                kept.append(_record(cause, form, path, shown, None, line))
+                report = new
+                break
+            write(path, old)
+            refused.append(_record(cause, form, path, shown, why, line))
+    after = report.get("speed") or {}
+    return report, {"gpu": before.get("gpu") or after.get("gpu") or "", "before": before.get("estimate"),
+                    "after": after.get("estimate"), "summary_before": before.get("summary", ""),
+                    "summary_after": after.get("summary", ""), "edits": kept, "not_edited": refused,
+                    "losses_same": len(base_losses or [])}
+
+
+def _refusal(new: Mapping, base_losses: Sequence[float] | None) -> str | None:
+    """Why the edit that made ``new`` is taken back, or None."""
+    if new["verdict"] != "pass":
+        first = new["reasons"][0]["cause"] if new["reasons"] else new["verdict"]
+        return f"verify no longer passes: {first}"
+    if not _cpu_alike(new):
+        return "the CPU fallback no longer runs alike"
+    losses = _losses(new)
+    if base_losses is None or losses != list(base_losses):
+        at = next((i for i, (a, b) in enumerate(zip(losses or [], base_losses or [])) if a != b),
+                  min(len(losses or []), len(base_losses or [])))
+        return f"the losses changed (the first difference at step {at + 1})"
+    return None
+
+
+def _record(cause: SpeedCause, form: SpeedEdit | None, path: str | None, shown: Callable[[str], str],
+            why: str | None, line: int | None) -> SpeedEditRecord:
+    out: SpeedEditRecord = {"cause": cause["kind"], "what": cause["what"],
+                            "file": shown(path) if path else None,
+                            "line": line if line is not None else cause["line"], "seconds": cause["seconds"]}
+    if form is not None:
+        out["edit"] = form.edit
+        out["how"] = form.how
+        out["kind"] = form.kind
+    if why is not None:
+        out["why"] = why
+    return out
+
+
+def device_line_of(data: bytes) -> int | None:
+    """The line that makes the file's device variable (``device = torch.device(...)``)."""
+    for number, text in enumerate(data.decode("utf-8", errors="replace").splitlines(), start=1):
+        stripped = text.strip()
+        if not text[:1].isspace() and "=" in stripped and "torch.device(" in stripped:
+            return number
+    return None
+
+
+def draft_path(path: str, work: str, user_root: str, cwd: str) -> str | None:
+    """A file a draft's run names (relative to the run's working folder ``cwd`` in the draft, or absolute), as
+    the user's path (None: outside the draft)."""
+    path = os.path.normpath(os.path.join(cwd, path))
+    if (path + os.sep).startswith(work + os.sep) or path.startswith(work + os.sep):
+        return os.path.join(user_root, os.path.relpath(path, work))
+    return path if path.startswith(user_root + os.sep) else None
