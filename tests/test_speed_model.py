@@ -216,3 +216,20 @@ def test_a_loader_with_workers_is_a_cause_only_where_the_step_waits_for_them():
     assert out(0.1e-3)["causes"] == []  # a batch's hand-over from the workers: 10% of the step
     lagging = out(2e-3)["causes"]
     assert [c["kind"] for c in lagging] == ["loader"] and "its 2 workers do not keep up" in lagging[0]["what"]
+
+
+def test_fixed_shape_convolutions_without_cudnn_benchmark_come_last_with_no_time_of_their_own():
+    events = [heavy(), ["s", 1 * US, "scalar", 4, 9], ["e", 1 * US]]
+    run = profile(events, [sync_line(9)])
+    run["convolutions"] = {"shapes": 3, "place": 6, "fixed": True, "cudnn_benchmark": False}
+    out = findings.report("r", run, gpus.named("h100"))
+    assert [c["kind"] for c in out["causes"]] == ["sync", "cudnn"]
+    cudnn = out["causes"][-1]
+    assert cudnn["seconds"] == 0 and cudnn["line"] == 7 and "not in the estimate" in cudnn["what"]
+    assert "cudnn.benchmark = True" in cudnn["fix"]
+    # set already, shapes that change from step to step, or no convolution at all: no such cause
+    for convolutions in ({"shapes": 3, "place": 6, "fixed": True, "cudnn_benchmark": True},
+                         {"shapes": 40, "place": 6, "fixed": False, "cudnn_benchmark": False},
+                         {"shapes": 0, "place": -1, "fixed": True, "cudnn_benchmark": False}):
+        run["convolutions"] = convolutions
+        assert [c["kind"] for c in findings.report("r", run, gpus.named("h100"))["causes"]] == ["sync"]

@@ -8,10 +8,10 @@ speed.findings), at the line it named, and only where its form is known to keep 
   macOS, Python 3.14's Linux default) import the script again, and without the guard they run it again;
 - ``pinned``: batches copied from pageable memory: ``pin_memory=True`` in their DataLoader and
   ``non_blocking=True`` on the moves at the copying line;
-- ``on_device``: a tensor made on the host every step and then moved (``torch.tensor(v).to(device)``):
-  made on the device (``torch.tensor(v, device=device)``), for the factories whose values do not depend
-  on where they are made; a draw (``torch.randn``) would come from the device's own generator, which
-  changes the numbers, so it is not edited;
+- ``on_device``: a tensor made on the host every step and then moved (``torch.zeros(n).to(device)``):
+  made on the device (``torch.zeros(n, device=device)``), for the factories that make their values in
+  place; a draw (``torch.randn``) would come from the device's own generator, which changes the numbers,
+  and ``torch.tensor(data)`` copies its host data whichever way, so neither is edited;
 - ``sum_on_device``: a running sum of values read back every step (``total += loss.item()``) is kept on
   the device (``total += loss.detach()``) and read where the script reads it (``float(total)``): one
   host synchronisation where the script prints instead of one a step;
@@ -34,8 +34,10 @@ from ..rewrite.fixes import Edit, InsertAfter, add_keyword, apply_edits, replace
 from .binding import FileReading
 
 WORKERS = 4  # a DataLoader's worker processes: what most training machines' cores allow beside the main one
-_KEPT_VALUE_FACTORIES = frozenset({"tensor", "as_tensor", "zeros", "ones", "full", "empty", "arange", "eye",
-                                   "linspace", "zeros_like", "ones_like", "full_like"})
+# factories that make their values where they are: on the device, no copy is left (torch.tensor(data) still
+# copies its host data there, so it is not one of them)
+_MADE_IN_PLACE = frozenset({"zeros", "ones", "full", "empty", "arange", "eye", "linspace", "logspace"})
+_HOST_DATA = frozenset({"tensor", "as_tensor", "from_numpy", "asarray"})
 
 
 @dataclass(frozen=True)
@@ -191,7 +193,7 @@ def on_device(data: bytes, line: int) -> Outcome:
     if reading is None:
         return "the file cannot be parsed"
     edits: list[Edit] = []
-    drawn = ""
+    drawn = host = ""
     for call in _calls_named(reading, "to", line):
         func = call.func
         if not isinstance(func, cst.Attribute) or not isinstance(func.value, cst.Call) or len(call.args) != 1 \
@@ -201,7 +203,10 @@ def on_device(data: bytes, line: int) -> Outcome:
         name = _last_name(inner.func)
         if not (isinstance(inner.func, cst.Attribute) and _last_name(inner.func.value) in ("torch", "th")):
             continue
-        if name not in _KEPT_VALUE_FACTORIES:
+        if name in _HOST_DATA:
+            host = host or name
+            continue
+        if name not in _MADE_IN_PLACE:
             drawn = drawn or name
             continue
         if _keyword(inner, "device") is not None or any(a.star for a in inner.args):
@@ -209,6 +214,9 @@ def on_device(data: bytes, line: int) -> Outcome:
         new = add_keyword(inner, "device", call.args[0].value)
         edits.append(replaced_by(call, new))
     if not edits:
+        if host:
+            return (f"torch.{host} copies its host data to the device whichever way it is called: the data moved "
+                    f"to the device once, before the loop, is left to the script's author")
         if drawn:
             return (f"torch.{drawn} here would draw from the device's own generator, which changes the numbers "
                     f"(opt-in only)")

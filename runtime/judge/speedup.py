@@ -5,7 +5,8 @@ Each round takes the causes verify --speed ranked in the last proven report, in 
 first one that has an edit (cpu2gpu.migration.speededits) not tried yet is made in the draft. The draft is
 verified again, with --speed: the edit stays where the run still passes, the device run's losses are the
 same as before any speed edit (equal, float for float: these edits change where and when work is done,
-not the arithmetic) and the CPU fallback still runs alike. Otherwise it is taken back and its next form,
+not the arithmetic), the CPU fallback still runs alike, and the cause is gone (or explains less than half the
+time it did). Otherwise it is taken back and its next form,
 if it has one, is tried. What an edit saves is the estimate's, from the run before it (the cause's time:
 the same step replayed without it), not the difference of two runs' host times, which this machine's
 load moves by more than a small cause is worth. The rounds end when no cause has an edit left to try.
@@ -111,7 +112,7 @@ def speed_rounds(report: VerifyReport, *, read: Callable[[str], bytes], write: C
         for form in forms:
             write(path, form.data)
             new = run_verify()
-            why = _refusal(new, base_losses)
+            why = _refusal(new, base_losses) or _still_there(cause, form, new)
             line = original_line(path, old, form.line)
             if why is None:
                 kept.append(_record(cause, form, path, shown, None, line))
@@ -128,16 +129,28 @@ def speed_rounds(report: VerifyReport, *, read: Callable[[str], bytes], write: C
 
 def _refusal(new: Mapping, base_losses: Sequence[float] | None) -> str | None:
     """Why the edit that made ``new`` is taken back, or None."""
+    losses = _losses(new)
+    if losses and base_losses and losses != list(base_losses):
+        at = next((i for i, (a, b) in enumerate(zip(losses, base_losses)) if a != b), min(len(losses), len(base_losses)))
+        shown = (f": {base_losses[at]:.6g} before, {losses[at]:.6g} after" if at < min(len(losses), len(base_losses))
+                 else f": {len(base_losses)} losses before, {len(losses)} after")
+        return f"the losses changed (the device run's, first at step {at + 1}{shown})"
     if new["verdict"] != "pass":
         first = new["reasons"][0]["cause"] if new["reasons"] else new["verdict"]
         return f"verify no longer passes: {first}"
     if not _cpu_alike(new):
         return "the CPU fallback no longer runs alike"
-    losses = _losses(new)
-    if base_losses is None or losses != list(base_losses):
-        at = next((i for i, (a, b) in enumerate(zip(losses or [], base_losses or [])) if a != b),
-                  min(len(losses or []), len(base_losses or [])))
-        return f"the losses changed (the first difference at step {at + 1})"
+    if not losses or not base_losses:
+        return "the device run recorded no losses to compare"
+    return None
+
+
+def _still_there(cause: SpeedCause, form: SpeedEdit, new: Mapping) -> str | None:
+    """Why the edit did not remove its cause: the new run's causes still have one of its kind at the edited
+    line, explaining half the time it did or more."""
+    for other in (new.get("speed") or {}).get("causes") or []:
+        if other["kind"] == cause["kind"] and other["source"] == form.edit and other["seconds"] >= cause["seconds"] / 2:
+            return "the cause remained: the run after the edit still finds it at the edited line"
     return None
 
 

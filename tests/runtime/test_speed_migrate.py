@@ -1,0 +1,113 @@
+"""migrate --speed on the simulated device: the speed edits a proven migration gets, each kept only where verify
+gives the same losses, and taken back where the losses change; and the lines a DataLoader's workers run reach
+verify's coverage (without them no workers edit could be proven).
+
+Each migrate is three verify runs or more (the original, the draft on the device and on the CPU, again after
+each edit): the slow tier.
+"""
+
+import os
+import shutil
+import textwrap
+
+import pytest
+
+pytest.importorskip("torch")
+
+from cpu2gpu.runtime.judge.migrate import migrate  # noqa: E402
+from cpu2gpu.runtime.judge.verify import verify  # noqa: E402
+from cpu2gpu.runtime.report.migratereport import to_json, to_text  # noqa: E402
+
+from ..conftest import HANG_GUARD_S, ROOT  # noqa: E402
+
+pytestmark = [pytest.mark.runtime, pytest.mark.slow]
+SPEED = os.path.join(ROOT, "fixtures", "speed")
+
+# a data set that draws a random number for each item: in worker processes the draws come from each
+# worker's own seed, so the batches, and the losses, change
+RANDOM_ITEMS = textwrap.dedent("""
+    import torch
+    import torch.nn as nn
+    from torch.utils.data import DataLoader, Dataset
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    torch.manual_seed(0)
+
+
+    class Jittered(Dataset):
+        def __len__(self):
+            return 256
+
+        def __getitem__(self, i):
+            x = torch.full((8,), float(i % 7)) + torch.rand(8)
+            for _ in range(300):  # the per-item host work that makes the loader the cause
+                x = x * 1.0
+            return x, i % 2
+
+
+    def main():
+        loader = DataLoader(Jittered(), batch_size=32, shuffle=False)
+        model = nn.Linear(8, 2).to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x, y in loader:
+            x, y = x.to(device), y.to(device)
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+
+
+    if __name__ == "__main__":
+        main()
+""")
+
+
+def copy_of(tmp_path, name: str, text: str | None = None) -> str:
+    target = tmp_path / f"{name}.py"
+    if text is None:
+        shutil.copy(os.path.join(SPEED, f"{name}.py"), target)
+    else:
+        target.write_text(text)
+    return str(target)
+
+
+def test_loader_bound_gets_workers_kept_with_the_same_losses_and_nothing_is_written(tmp_path):
+    script = copy_of(tmp_path, "loader_bound")
+    before = open(script, "rb").read()
+    result = migrate(script, device="sim", max_steps=5, cwd=str(tmp_path), timeout=HANG_GUARD_S, speed=True)
+    assert result["proven"], result["ending"]
+    story = result["speed"]
+    kept = {e["kind"]: e for e in story["edits"]}
+    assert "workers" in kept, story
+    assert kept["workers"]["line"] == 38 and "num_workers=4" in kept["workers"]["edit"]
+    assert story["losses_same"] == 5
+    new = result["changed"][script].decode()
+    assert "num_workers=4" in new and new.count("\n") >= before.count(b"\n")
+    # the proof's own verdict: the final verify passes over every line, the workers' lines included
+    assert result["verify"]["verdict"] == "pass"
+    # the estimate after the edits is the last run's: the loader's wait is no longer the main process's
+    assert story["after"]["step_s"] < story["before"]["step_s"]
+    text = to_text(result)
+    assert "speed edits, estimated for H100 SXM" in text and "kept: loader_bound.py:38" in text
+    assert '"speed": {' in to_json(result)
+    assert open(script, "rb").read() == before  # migrate writes nothing without --in-place
+
+
+def test_a_workers_edit_that_changes_the_losses_is_taken_back(tmp_path):
+    script = copy_of(tmp_path, "jittered", RANDOM_ITEMS)
+    result = migrate(script, device="sim", max_steps=6, cwd=str(tmp_path), timeout=HANG_GUARD_S, speed=True)
+    assert result["proven"], result["ending"]
+    story = result["speed"]
+    assert not any(e["kind"] == "workers" for e in story["edits"]), story
+    refused = [e for e in story["not_edited"] if e.get("kind") == "workers"]
+    assert len(refused) == 2 and all(e["why"].startswith("the losses changed") for e in refused), refused
+    assert "num_workers" not in result["changed"].get(script, b"").decode()
+
+
+def test_the_lines_a_loaders_workers_run_are_covered(tmp_path):
+    script = copy_of(tmp_path, "jittered", RANDOM_ITEMS.replace("shuffle=False)", "shuffle=False, num_workers=2)"))
+    report = verify(script, device="sim", max_steps=3, cwd=str(tmp_path), timeout=HANG_GUARD_S)
+    assert report["verdict"] == "pass", report["reasons"]
+    for run in report["runs"]:
+        ran = next(lines for path, lines in run["lines"].items() if path.endswith("jittered.py"))
+        assert 16 in ran and 18 in ran, (run["label"], ran)  # __getitem__'s lines: run only in the workers
