@@ -293,6 +293,7 @@ class SpeedLine(TypedDict):
     pinned: bool  # copy: from pinned memory
     non_blocking: bool  # copy: .to(..., non_blocking=True)
     steps: int  # the steps (after the first) in which the line did it at all
+    source_bytes: int  # a copy of a slice or of the same tensor: the whole CPU tensor's size (else 0)
 
 
 class SpeedLoader(TypedDict):
@@ -349,6 +350,7 @@ class SpeedCause(TypedDict):
 
     kind: str  # "loader", "sync", "copy", "made", "launches", "cudnn"
     copied: str  # a copy's source: "batch", "slice", "same", "made"; else ""
+    source_bytes: int  # a copy of a slice or of the same tensor: the whole CPU tensor's size (else 0)
     file: str | None
     line: int | None
     source: str

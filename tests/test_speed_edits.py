@@ -143,3 +143,35 @@ def test_a_file_that_cannot_be_parsed_gets_no_edit():
                     speededits.on_device(b"def (:\n", 1), speededits.sum_on_device(b"def (:\n", 1),
                     speededits.cudnn_benchmark(b"def (:\n", 1)):
         assert outcome == "the file cannot be parsed"
+
+
+def test_a_tensor_copied_in_slices_is_moved_once_before_the_outermost_loop():
+    code = src("""
+        import torch
+        x_all = torch.randn(640, 8)
+        # two epochs
+        for epoch in range(2):
+            for i in range(0, 640, 64):
+                x = x_all[i : i + 64].to(device)
+    """)
+    forms = speededits.move_once(code, 6)
+    assert isinstance(forms, list)
+    text = forms[0].data.decode()
+    assert text.replace("x_all = x_all.to(device)\n", "") == code.decode()
+    assert text.index("# two epochs") < text.index("x_all = x_all.to(device)") < text.index("for epoch")
+    assert forms[0].line == 4 and forms[0].edit == "x_all = x_all.to(device)"
+    rebound = code.replace(b"x = x_all[i : i + 64]", b"x_all = x_all * 2\n        x = x_all[i : i + 64]")
+    why = speededits.move_once(rebound, 7)
+    assert isinstance(why, str) and "bound again inside the loop" in why
+    unbound = src("""
+        def step(x_all):
+            for i in range(3):
+                x = x_all[i].to(device)
+    """)
+    why = speededits.move_once(unbound, 3)
+    assert isinstance(why, str) and "not bound before the loop" in why
+    drawn = speededits.on_device(src("""
+        for i in range(3):
+            noise = (0.1 * torch.randn(4, generator=g)).to(device)
+    """), 2)
+    assert isinstance(drawn, str) and "torch.randn" in drawn and "changes the numbers" in drawn

@@ -12,6 +12,10 @@ speed.findings), at the line it named, and only where its form is known to keep 
   made on the device (``torch.zeros(n, device=device)``), for the factories that make their values in
   place; a draw (``torch.randn``) would come from the device's own generator, which changes the numbers,
   and ``torch.tensor(data)`` copies its host data whichever way, so neither is edited;
+- ``move_once``: a slice of a long-lived CPU tensor (``x_all[i:j].to(device)``), or the same tensor,
+  copied every step: the whole tensor moved once, right before the outermost loop that copies it
+  (``x_all = x_all.to(device)``), where the tensor is bound before that loop and not rebound in it; the
+  slices then are the device's (their ``.to(device)`` does nothing). The caller judges its size;
 - ``sum_on_device``: a running sum of values read back every step (``total += loss.item()``) is kept on
   the device (``total += loss.detach()``) and read where the script reads it (``float(total)``): one
   host synchronisation where the script prints instead of one a step;
@@ -25,7 +29,7 @@ why this code gets none. torch-free.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence, Union
+from typing import Optional, Sequence, Union, cast
 
 import libcst as cst
 import libcst.matchers as m
@@ -196,8 +200,12 @@ def on_device(data: bytes, line: int) -> Outcome:
     drawn = host = ""
     for call in _calls_named(reading, "to", line):
         func = call.func
-        if not isinstance(func, cst.Attribute) or not isinstance(func.value, cst.Call) or len(call.args) != 1 \
-                or call.args[0].keyword is not None or call.args[0].star:
+        if not isinstance(func, cst.Attribute) or len(call.args) != 1 or call.args[0].keyword is not None \
+                or call.args[0].star:
+            continue
+        if not isinstance(func.value, cst.Call):  # (0.1 * torch.randn(...)).to(device): what does it make?
+            drawn = drawn or next((_last_name(c.func) for c in _nodes(func.value, cst.Call)
+                                   if _last_name(c.func).startswith(("rand", "normal", "bernoulli"))), "")
             continue
         inner = func.value
         name = _last_name(inner.func)
@@ -222,6 +230,62 @@ def on_device(data: bytes, line: int) -> Outcome:
                     f"(opt-in only)")
         return f"no torch factory moved with .to(device) at line {line}"
     return [_made(reading, edits, "on_device", line, "made on the device instead of copied there every step")]
+
+
+def move_once(data: bytes, line: int) -> Outcome:
+    """``NAME = NAME.to(dev)`` before the outermost loop around ``line``, whose ``NAME[...].to(dev)`` (or
+    ``NAME.to(dev)``) copies the same tensor's data every step."""
+    reading = _read(data)
+    if reading is None:
+        return "the file cannot be parsed"
+    moves = [c for c in _calls_named(reading, "to", line) + _calls_named(reading, "cuda", line)
+             if reading.start(c) == line and isinstance(c.func, cst.Attribute) and not any(a.star for a in c.args)]
+    for call in moves:
+        assert isinstance(call.func, cst.Attribute)
+        receiver = call.func.value
+        if isinstance(receiver, cst.Subscript):
+            receiver = receiver.value
+        if not isinstance(receiver, cst.Name):
+            continue
+        name = receiver.value
+        scope = _scope_of(reading, call)
+        loop = _outermost_loop(reading, scope, line) if scope is not None else None
+        if scope is None or loop is None:
+            return "the copy is in no loop of its function"
+        if any(isinstance(t, cst.Name) and t.value == name for t in _stored_names(loop)):
+            return f"{name} is bound again inside the loop: it is not one tensor to move once"
+        if not any(reading.start(t) < reading.start(loop) for t in _stored_names(scope)
+                   if isinstance(t, cst.Name) and t.value == name):
+            return f"{name} is not bound before the loop in the same function"
+        args = ", ".join(cst.Module([]).code_for_node(a) for a in call.args)
+        code = f"{name} = {name}.{_last_name(call.func)}({args})"
+        statement = cst.parse_statement(code)
+        loop_start = reading.start(loop)
+        # the move and the loop in the loop's place; the comments above the loop go above the move
+        both = cst.FlattenSentinel([statement.with_changes(leading_lines=loop.leading_lines),
+                                    loop.with_changes(leading_lines=[])])
+        edit = replaced_by(loop, cast(cst.CSTNode, both))
+        return [_made(reading, [edit], "move_once", loop_start,
+                      f"{name} is moved to the device once, before the loop, instead of copied in slices every step")]
+    return f"no .to(...) or .cuda() of a name or of its slice at line {line}"
+
+
+def _outermost_loop(reading: FileReading, scope: cst.CSTNode, line: int) -> Optional[cst.BaseCompoundStatement]:
+    """The outermost for/while of ``scope`` (not of a function nested in it) that holds ``line``."""
+    inner = {id(n) for f in _inner_functions(scope) for n in _nodes(f, (cst.For, cst.While))}
+    loops = [n for n in _nodes(scope, (cst.For, cst.While)) if id(n) not in inner
+             and reading.start(n) <= line <= reading.span(n).end.line]
+    return min(loops, key=reading.start) if loops else None
+
+
+def _stored_names(root: cst.CSTNode) -> list[cst.CSTNode]:
+    """The names ``root`` binds: assignment, augmented and annotated targets, loop and with targets."""
+    out: list[cst.CSTNode] = []
+    for node in _nodes(root, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.WithItem)):
+        target = node.asname if isinstance(node, cst.WithItem) else getattr(node, "target", None)
+        if target is not None:
+            out += [n for n in _nodes(target, cst.Name)]
+    return out
 
 
 def sum_on_device(data: bytes, line: int) -> Outcome:

@@ -24,6 +24,7 @@ from .verify import OK
 from ..records import SpeedCause, SpeedEditRecord, SpeedMigration, VerifyReport
 
 MAX_SPEED_ROUNDS = 6
+MAX_MOVED_ONCE = 2e9  # a tensor copied in slices is moved whole only up to this size (the GPU holds the model too)
 
 
 def _device_run(report: Mapping) -> Mapping | None:
@@ -65,7 +66,10 @@ def plan(cause: SpeedCause, read: Callable[[str], bytes], loader_lines: list[int
             return "no device line found in the script's file"
         return speededits.cudnn_benchmark(data, device_line)
     if kind == "copy":
-        return "moving the whole tensor once before the loop changes where the script keeps it: left to its author"
+        if cause.get("source_bytes", 0) > MAX_MOVED_ONCE:
+            return (f"the whole tensor is {cause['source_bytes'] / 1e9:.1f} GB: kept on the host, where it may be "
+                    f"the only place it fits")
+        return speededits.move_once(data, line)
     return "no automatic edit: " + cause["fix"]
 
 
@@ -91,7 +95,9 @@ def speed_rounds(report: VerifyReport, *, read: Callable[[str], bytes], write: C
         change = None
         for cause in (report.get("speed") or {}).get("causes") or []:
             path = user_path(cause["file"]) if cause["file"] else None
-            key = (cause["kind"], path, cause["line"])
+            # by the user's line: an edit that adds a line moves the draft's lines below it
+            key = (cause["kind"], path, original_line(path, read(path), cause["line"]) if path and cause["line"]
+                   else cause["line"])
             if key in tried:
                 continue
             tried.add(key)

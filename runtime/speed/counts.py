@@ -97,6 +97,7 @@ class Counter:
         self.convolution_shapes: set[tuple] = set()  # the input shapes the convolutions ran with
         self.new_shape_steps: set[int] = set()  # the steps after the second that brought a new one
         self.convolution_place = -1  # the user's line of the first
+        self.source_bytes: dict[int, int] = {}  # place -> the largest whole CPU tensor a copy there slices (or repeats)
         self._start(time.perf_counter())
 
     # -- steps ------------------------------------------------------------------------------------
@@ -389,10 +390,13 @@ class Counter:
         pinned = self._is_pinned(source)
         kind = self._source(source)
         cur = self.cur
+        place = self.place()
+        if kind in ("slice", "same"):
+            whole = _nbytes(getattr(source, "_base", None) if kind == "slice" else source)
+            self.source_bytes[place] = max(self.source_bytes.get(place, 0), whole)
         cur["copies_in"] += 1
         cur["bytes_in"] += size
         cur["pinned_in"] += int(pinned)
-        place = self.place()
         entry = self.lines[("copy", place, kind, pinned, non_blocking)]
         entry[0] += 1
         entry[1] += size
@@ -443,7 +447,8 @@ class Counter:
             kind, place, what, pinned, non_blocking = key
             lines.append({"kind": kind, "place": place, "what": what, "per_step": per,
                           "bytes_per_step": statistics.median(c[1] for c in counts), "pinned": pinned,
-                          "non_blocking": non_blocking, "steps": sum(1 for c in counts if c[0])})
+                          "non_blocking": non_blocking, "steps": sum(1 for c in counts if c[0]),
+                          "source_bytes": self.source_bytes.get(place, 0) if kind == "copy" else 0})
         loaders: list[SpeedLoader] = []
         for index, loader in enumerate(self.loaders):
             waits = [s["waits"].get(index, (0, 0.0)) for s in later]

@@ -113,9 +113,9 @@ def _place(profile: SpeedProfile, index: int) -> tuple[str | None, int | None, s
 
 
 def _cause(profile, kind: str, place: int, per_step: float, size: float, seconds: float, step: float,
-           what: str, fix: str, copied: str = "") -> SpeedCause:
+           what: str, fix: str, copied: str = "", source_bytes: int = 0) -> SpeedCause:
     file, line, source = _place(profile, place)
-    return {"kind": kind, "copied": copied, "file": file, "line": line, "source": source, "per_step": per_step,
+    return {"kind": kind, "copied": copied, "source_bytes": source_bytes, "file": file, "line": line, "source": source, "per_step": per_step,
             "bytes_per_step": size, "seconds": seconds, "share": seconds / step if step else 0.0, "what": what,
             "fix": fix}
 
@@ -221,7 +221,8 @@ def _copy_cause(profile, line: SpeedLine, events, gpu, base, saved) -> SpeedCaus
                "generator where it draws from its own), or build it once before the loop")
     if not _measurable(seconds, base):
         return None
-    return _cause(profile, kind, place, line["per_step"], size, seconds, base.step_s, what, fix, copied=source)
+    return _cause(profile, kind, place, line["per_step"], size, seconds, base.step_s, what, fix, copied=source,
+                  source_bytes=line.get("source_bytes", 0))
 
 
 def _cudnn_cause(profile: SpeedProfile) -> SpeedCause | None:
