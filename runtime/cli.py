@@ -194,7 +194,7 @@ def migrate(script, script_args, in_place, write_unproven, device, max_steps, ma
 
         try:
             with open(report_path, "w", encoding="utf-8") as f:
-                f.write(to_html(result["verify"]))
+                f.write(to_html(result["verify"], result.get("speed")))
         except OSError as e:
             click.echo(f"cpu2gpu migrate: cannot write the report: {e}", err=True)
             raise SystemExit(EXIT_ERROR)

@@ -32,6 +32,7 @@ from cpu2gpu.analysis.seeds import NO_SEEDS
 from cpu2gpu.rules import RUNTIME_REPAIRS
 from cpu2gpu.rules.runtimeside import BINDING, CPU_MODULE, RULE_FIX, TRAINED_TENSORS
 
+from ..speed import gpus
 from ..child.notebookrun import CELL_SEP, is_notebook, program_file
 from ..records import MigrateReport, Reason, Round, RunResult, StaticMiss, Unreached, VerifiedRun, VerifyReport
 from .runner import choose_root, copy_tree
@@ -278,6 +279,11 @@ def migrate(script: str, args=(), *, device: str = "auto", max_steps=None, synth
     ``speed``: once proven, the speed edits (speedup.py), estimated for ``gpu`` (speed.gpus' names)."""
     if not os.path.isfile(script):
         raise VerifyError(f"no such file: {script}")
+    if speed:
+        try:
+            gpus.named(gpu)
+        except KeyError:
+            raise VerifyError(f"unknown GPU {gpu!r}: one of " + ", ".join(g.name for g in gpus.GPUS.values())) from None
     if rules is None:
         rules = select_rules()
     cwd = os.path.abspath(cwd or os.getcwd())

@@ -12,8 +12,8 @@ from __future__ import annotations
 import html
 import math
 
-from ..records import VerifiedRun, VerifyReport
-from .speedview import section as speed_section
+from ..records import SpeedMigration, VerifiedRun, VerifyReport
+from .speedview import edits_section, section as speed_section
 from .report import EVENT_NAMES, STATUS_NAMES, pass_lines, coverage_lines, device_calls, run_rows, summary
 
 WIDTH, HEIGHT = 900, 380
@@ -248,7 +248,8 @@ def verdict_section(report: VerifyReport) -> str:
             f'{e(VERDICTS.get(v, v.upper()))}</strong>' + (f"<ul>{body}</ul>" if body else "") + "</section>")
 
 
-def to_html(report: VerifyReport) -> str:
+def to_html(report: VerifyReport, speed_edits: SpeedMigration | None = None) -> str:
+    """The report as one HTML file; ``speed_edits``: migrate --speed's story, after the speed section."""
     s = report["settings"]
     title = f"cpu2gpu verify {s['script']}"
     settings = [f"device {s.get('device', '-')}"]
@@ -277,6 +278,7 @@ def to_html(report: VerifyReport) -> str:
         "<h2>Device audit</h2>",
         calls + audit_table(report),
         speed_section(report["speed"]) if report.get("speed") else "",
+        edits_section(speed_edits) if speed_edits else "",
         "</body></html>",
         "",
     ])

@@ -10,8 +10,8 @@ import os
 from cpu2gpu.sources.syntax import python_lines
 from cpu2gpu.sources.writing import WriteError, write_rewrite
 
-from ..records import MigrateReport, Round, SpeedMigration
-from ..speed.findings import milliseconds
+from ..records import MigrateReport, Round
+from .speedview import edits_lines
 from .report import to_json as verify_json
 from .report import to_text as verify_text
 
@@ -62,7 +62,7 @@ def to_text(result: MigrateReport, diff: bool = True) -> str:
                    f"({u['ended']}); the code after it never ran")
     out += ["", verify_text(result["verify"]).rstrip("\n")]
     if result.get("speed"):
-        out += ["", *speed_lines(result["speed"])]
+        out += ["", *edits_lines(result["speed"])]
     if diff and result["changed"]:
         out.append("")
         out.append(unified_diff(result).rstrip("\n"))
@@ -71,29 +71,6 @@ def to_text(result: MigrateReport, diff: bool = True) -> str:
     if not diff and result["changed"] and not result.get("written"):
         out.append("nothing written: the migration is not proven (--write-unproven writes it anyway)")
     return "\n".join(out) + "\n"
-
-
-def speed_lines(story: SpeedMigration) -> list[str]:
-    """migrate --speed's section: the estimated step before and after, the edits kept, the others and why."""
-    out = [f"speed edits, estimated for {story['gpu']}:"]
-    before, after = story["before"], story["after"]
-    if before and after:
-        out.append(f"  estimated step {milliseconds(before['step_s'])} -> {milliseconds(after['step_s'])} "
-                   f"({before['step_s'] / after['step_s']:.2f}x), the GPU idle {before['idle_fraction']:.0%} -> "
-                   f"{after['idle_fraction']:.0%} of it")
-    for edit in story["edits"]:
-        out.append(f"  kept: {edit['file']}:{edit['line']}: `{edit.get('edit', '')}` ({edit.get('how', '')})")
-    if story["edits"]:
-        out.append(f"  the device run's {story['losses_same']} losses are the same, float for float, with these "
-                   f"edits as without them")
-    for edit in story["not_edited"]:
-        where = f"{edit['file']}:{edit['line']}" if edit.get("file") else "(no line)"
-        tried = f" `{edit['edit']}`" if edit.get("edit") else ""
-        out.append(f"  not edited: {where} ({edit['cause']}){tried}: {edit.get('why', '')}")
-    if not story["edits"] and not story["not_edited"]:
-        out.append("  no cause found: nothing to edit")
-    out.append(f"  now: {story['summary_after']}")
-    return out
 
 
 def unified_diff(result: MigrateReport) -> str:

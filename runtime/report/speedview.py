@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import html
 
-from ..records import SpeedReport, SpeedStep
+from ..records import SpeedMigration, SpeedReport, SpeedStep
 from ..speed.findings import byte_size, milliseconds
 
 
@@ -71,3 +71,34 @@ def section(speed: SpeedReport) -> str:
     if speed.get("omits") and speed.get("estimate"):
         parts.append(f'<p class="settings">{e(speed["omits"])}</p>')
     return "\n".join(parts)
+
+
+def edits_lines(story: SpeedMigration) -> list[str]:
+    """migrate --speed's section: the estimated step before and after, the edits kept, the others and why."""
+    out = [f"speed edits, estimated for {story['gpu']}:"]
+    before, after = story["before"], story["after"]
+    if before and after:
+        out.append(f"  estimated step {milliseconds(before['step_s'])} -> {milliseconds(after['step_s'])} "
+                   f"({before['step_s'] / after['step_s']:.2f}x), the GPU idle {before['idle_fraction']:.0%} -> "
+                   f"{after['idle_fraction']:.0%} of it")
+    for edit in story["edits"]:
+        out.append(f"  kept: {edit['file']}:{edit['line']}: `{edit.get('edit', '')}` ({edit.get('how', '')})")
+    if story["edits"]:
+        out.append(f"  the device run's {story['losses_same']} losses are the same, float for float, with these "
+                   f"edits as without them")
+    for edit in story["not_edited"]:
+        where = f"{edit['file']}:{edit['line']}" if edit.get("file") else "(no line)"
+        tried = f" `{edit['edit']}`" if edit.get("edit") else ""
+        out.append(f"  not edited: {where} ({edit['cause']}){tried}: {edit.get('why', '')}")
+    if not story["edits"] and not story["not_edited"]:
+        out.append("  no cause found: nothing to edit")
+    out.append(f"  now: {story['summary_after']}")
+    return out
+
+
+def edits_section(story: SpeedMigration) -> str:
+    """migrate --speed's section of the HTML report."""
+    e = html.escape
+    lines = edits_lines(story)
+    items = "".join(f"<li>{e(line.strip())}</li>" for line in lines[1:])
+    return f"<h2>{e(lines[0].rstrip(':'))}</h2><ul>{items}</ul>"

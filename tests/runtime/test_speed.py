@@ -112,8 +112,9 @@ def test_already_fast_has_no_cause():
     assert "no line of the script" in speed["summary"] or speed["summary"].endswith("no cause found")
 
 
-def test_an_unknown_gpu_is_a_usage_error():
-    proc = subprocess.run([sys.executable, "-m", "cpu2gpu", "verify", os.path.join(SPEED, "sync_bound.py"),
+@pytest.mark.parametrize("command", ["verify", "migrate"])
+def test_an_unknown_gpu_is_a_usage_error(command):
+    proc = subprocess.run([sys.executable, "-m", "cpu2gpu", command, os.path.join(SPEED, "sync_bound.py"),
                            "--device", "sim", "--gpu", "V100", "-q"], capture_output=True, text=True, cwd=SPEED,
                           timeout=HANG_GUARD_S)
     assert proc.returncode == 2 and "unknown GPU 'V100'" in proc.stderr, proc.stderr

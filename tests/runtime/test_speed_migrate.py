@@ -16,6 +16,7 @@ pytest.importorskip("torch")
 
 from cpu2gpu.runtime.judge.migrate import migrate  # noqa: E402
 from cpu2gpu.runtime.judge.verify import verify  # noqa: E402
+from cpu2gpu.runtime.report.htmlreport import to_html  # noqa: E402
 from cpu2gpu.runtime.report.migratereport import to_json, to_text  # noqa: E402
 
 from ..conftest import HANG_GUARD_S, ROOT  # noqa: E402
@@ -90,6 +91,8 @@ def test_loader_bound_gets_workers_kept_with_the_same_losses_and_nothing_is_writ
     text = to_text(result)
     assert "speed edits, estimated for H100 SXM" in text and "kept: loader_bound.py:38" in text
     assert '"speed": {' in to_json(result)
+    page = to_html(result["verify"], result["speed"])
+    assert "<h2>speed edits, estimated for H100 SXM</h2>" in page and "kept: loader_bound.py:38" in page
     assert open(script, "rb").read() == before  # migrate writes nothing without --in-place
 
 
