@@ -18,6 +18,14 @@ real GPU and within a time budget, what shows whether that rests on rock:
                   (runtime/judge/compare.py RTOL["cuda"]) of the CPU original's.
   distributed     DDP migrations under torchrun with one rank: nccl on the GPU.
   gpu_tests       the `gpu`-marked tests (tests/runtime/test_gpu.py).
+  speed           (--speed, a command of its own, one item at a time: its step times are the host's)
+                  for each script of fixtures/speed: `migrate --speed --in-place` of a copy, then `verify
+                  --speed` of the plain script, of the speed-edited one and of the hand-tuned twin: the
+                  measured step (the device run's median, the first step left out), the estimated one for
+                  the card this runs on (--gpu-name, H100 by default), the speed-up of --speed over the
+                  plain migration and against the tuned twin, and the estimate's error. The issue's goal:
+                  1.3x or more over the plain migration, within 1.05x of the tuned one, the estimate within
+                  30% of the measured step.
 
 Items run in parallel (--jobs), each in child processes (the CLI, as a user runs it); one that fails is
 recorded and the others go on. After --budget-s seconds the items not started are recorded as
@@ -59,7 +67,10 @@ BUDGET_S = 420.0  # the whole check; a GPU command may take 10 minutes, with the
 RUN_TIMEOUT_S = 240.0  # one verify run's hang guard (--timeout of the CLI), within the budget
 GRACE_S = 20.0  # after the budget, how long a stopped CLI call may take to end its runs
 FIDELITY_STEPS = 8  # as tests/runtime/test_bugs_verify.py: the bugs crash in the first steps
-PARTS = ("fidelity", "verify_migrate", "distributed", "gpu_tests")
+PARTS = ("fidelity", "verify_migrate", "distributed", "gpu_tests", "speed")
+SPEED = FIXTURES / "speed"
+SPEED_SCRIPTS = ("loader_bound", "sync_bound", "copy_bound", "already_fast")
+SPEED_STEPS = 20  # every step of the speed fixtures (2 epochs of 10 batches)
 
 # -- what kind of error: the same kind on both devices is agreement --------------------------------
 
@@ -382,6 +393,53 @@ def migrate(folder: Path, entry: str, expected_rc: int = 0) -> Item:
     return Item("verify_migrate", f"migrate:{folder.relative_to(FIXTURES)}", go)
 
 
+def _copy_file(source: Path, target: Path) -> Path:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, target)
+    return target
+
+
+def _measured(ctx: "Context", script: Path, gpu: str) -> dict:
+    """verify --speed of one script: its device run's median step (the first left out) and the estimate."""
+    res = cli(ctx, ["verify", script.name, "--device", ctx.device, "--speed", "--gpu", gpu, "--max-steps",
+                    str(SPEED_STEPS), "--timeout", str(int(ctx.run_timeout())), "--output-format", "json", "-q"],
+              cwd=script.parent)
+    data = res.pop("data") or {}
+    run = migrated_run(data) or {}
+    times = sorted((run.get("step_times") or [])[1:])
+    measured = times[len(times) // 2] if times else None
+    estimate = (data.get("speed") or {}).get("estimate") or {}
+    estimated = estimate.get("step_s")
+    return dict(res, verdict=data.get("verdict"), measured_step_s=measured, estimated_step_s=estimated,
+                idle_fraction=estimate.get("idle_fraction"),
+                causes=[c.get("kind") for c in (data.get("speed") or {}).get("causes") or ()],
+                estimate_error=(abs(estimated - measured) / measured) if measured and estimated else None)
+
+
+def speed(name: str, gpu: str = "H100") -> Item:
+    def go(ctx: Context) -> dict:
+        base = ctx.folder(f"speed-{name}")
+        plain = _copy_file(SPEED / f"{name}.py", base / "plain" / f"{name}.py")
+        edited = _copy_file(SPEED / f"{name}.py", base / "edited" / f"{name}.py")
+        res = cli(ctx, ["migrate", edited.name, "--device", ctx.device, "--speed", "--gpu", gpu, "--in-place",
+                        "--max-steps", "5", "--timeout", str(int(ctx.run_timeout())), "--output-format", "json",
+                        "-q"], cwd=edited.parent)
+        story = (res.pop("data") or {}).get("speed") or {}
+        variants = {"plain": plain, "speed": edited}
+        if (SPEED / f"{name}_tuned.py").is_file():
+            variants["tuned"] = _copy_file(SPEED / f"{name}_tuned.py", base / "tuned" / f"{name}.py")
+        runs = {label: _measured(ctx, path, gpu) for label, path in variants.items()}
+        step = {label: r["measured_step_s"] for label, r in runs.items()}
+        speedup = step["plain"] / step["speed"] if step.get("plain") and step.get("speed") else None
+        vs_tuned = step["speed"] / step["tuned"] if step.get("speed") and step.get("tuned") else None
+        return dict(res, edits=[f"{e.get('kind')} {e.get('line')}: {e.get('edit')}" for e in story.get("edits") or ()],
+                    not_edited=[f"{e.get('cause')} {e.get('line')}: {e.get('why')}" for e in story.get("not_edited") or ()],
+                    runs=runs, speedup=speedup, speed_over_tuned=vs_tuned,
+                    ok=all(r["verdict"] == "pass" for r in runs.values()) and res["rc"] == 0)
+
+    return Item("speed", f"speed:{name}", go)
+
+
 def distributed(folder: Path, script: str, original: str) -> Item:
     """One rank under torchrun: nccl on the GPU (gloo on the CPU in sim mode). verify's CLI takes
     --nproc 2 or more, so the runs are composed from verify's own parts, as verify composes them."""
@@ -488,6 +546,11 @@ def all_items() -> list:
     runs += [verify_pair(m, o, MAX_STEPS.get(m.name, 10), PAIR_OPTIONS.get(str(m.relative_to(RUNTIME)), ()),
                          PAIR_VERDICT.get(str(m.relative_to(RUNTIME)), "pass")) for m, o in verify_pairs()]
     return first + interleave([fidelity(p) for p in fidelity_scripts()], runs, 2)
+
+
+def speed_items(gpu: str) -> list:
+    """The speed part: its own command (--speed), one item at a time, since its step times are the host's."""
+    return [speed(name, gpu) for name in SPEED_SCRIPTS]
 
 
 def interleave(many: list, few: list, ratio: int) -> list:
@@ -652,9 +715,14 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, default=None, help="at most N items of each part")
     ap.add_argument("--list", action="store_true", help="print the items' names and exit")
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    ap.add_argument("--speed", action="store_true",
+                    help="the speed part instead of the others: fixtures/speed timed one item at a time (--jobs 1)")
+    ap.add_argument("--gpu-name", default="H100", help="with --speed, the card the estimates are for (speed.gpus)")
     opts = ap.parse_args(argv)
 
-    items = select(all_items(), opts.only, opts.limit)
+    if opts.speed:
+        opts.jobs = 1
+    items = select(speed_items(opts.gpu_name) if opts.speed else all_items(), opts.only, opts.limit)
     if opts.list:
         print("\n".join(i.name for i in items))
         return 0

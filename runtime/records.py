@@ -294,6 +294,7 @@ class SpeedLine(TypedDict):
     non_blocking: bool  # copy: .to(..., non_blocking=True)
     steps: int  # the steps (after the first) in which the line did it at all
     source_bytes: int  # a copy of a slice or of the same tensor: the whole CPU tensor's size (else 0)
+    dtypes: list[str]  # a scalar read: the dtypes of the values read there ("float32", "int64"), else []
 
 
 class SpeedLoader(TypedDict):
@@ -351,6 +352,7 @@ class SpeedCause(TypedDict):
     kind: str  # "loader", "sync", "copy", "made", "launches", "cudnn"
     copied: str  # a copy's source: "batch", "slice", "same", "made"; else ""
     source_bytes: int  # a copy of a slice or of the same tensor: the whole CPU tensor's size (else 0)
+    dtypes: list[str]  # a scalar read: the dtypes of the values read there ("float32", "int64"), else []
     file: str | None
     line: int | None
     source: str

@@ -104,7 +104,7 @@ def test_the_items_cover_every_bug_report_and_mistake_once():
     bugs = sorted(p for p in (FIXTURES / "bugs").glob("*/bug.py"))
     assert bugs and all(f"fidelity:{p.relative_to(FIXTURES)}" in names for p in bugs)
     assert all(f"fidelity:{p.relative_to(FIXTURES)}" in names for p in (FIXTURES / "runtime").glob("mistake_*.py"))
-    assert {i.part for i in gc.all_items()} == set(gc.PARTS)
+    assert {i.part for i in gc.all_items()} | {i.part for i in gc.speed_items("H100")} == set(gc.PARTS)
     assert "migrate:migrate/original_fails" in names and gc.MIGRATE_RC["original_fails"] == 3
 
 
@@ -115,4 +115,7 @@ def test_only_and_limit_pick_the_items():
                                         "fidelity:bugs/18_lstm_hidden_state_in_forward/bug.py",
                                         "fidelity:bugs/18_lstm_hidden_state_in_forward/fixed.py"]
     one_each = gc.select(items, [], 1)
-    assert sorted(i.part for i in one_each) == sorted(gc.PARTS)
+    assert sorted(i.part for i in one_each) == sorted(p for p in gc.PARTS if p != "speed")
+    speed = [i.name for i in gc.speed_items("H100")]  # the speed part is a command of its own (--speed)
+    assert speed == [f"speed:{name}" for name in gc.SPEED_SCRIPTS]
+    assert all((FIXTURES / "speed" / f"{name}.py").is_file() for name in gc.SPEED_SCRIPTS)

@@ -101,15 +101,16 @@ SUMS = src("""
 
 
 def test_a_running_sum_stays_on_the_device_and_is_read_where_the_script_reads_it():
-    forms = speededits.sum_on_device(SUMS, 6)
+    forms = speededits.sum_on_device(SUMS, 6, floating=True)
     assert isinstance(forms, list)
     text = forms[0].data.decode()
-    assert "running += loss.detach()" in text
+    assert "running += loss.detach().double()" in text  # float64, as Python's float sums it
     assert 'print(f"loss {float(running) / 10:.3f}")' in text
     assert "running = 0.0" in text  # a store stays a store
     assert "correct += (x == y).sum().item()" in text  # the other sum is another cause's edit
-    counts = speededits.sum_on_device(SUMS, 7)
-    assert isinstance(counts, list) and "return float(correct) / len(loader)" in counts[0].data.decode()
+    counts = speededits.sum_on_device(SUMS, 7)  # an integer count stays in its own dtype
+    assert isinstance(counts, list) and "correct += (x == y).sum().detach()\n" in counts[0].data.decode()
+    assert "return float(correct) / len(loader)" in counts[0].data.decode()
 
 
 def test_no_running_sum_edit_where_the_name_escapes_its_function_or_the_line_is_no_sum():

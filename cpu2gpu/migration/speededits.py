@@ -17,8 +17,9 @@ speed.findings), at the line it named, and only where its form is known to keep 
   (``x_all = x_all.to(device)``), where the tensor is bound before that loop and not rebound in it; the
   slices then are the device's (their ``.to(device)`` does nothing). The caller judges its size;
 - ``sum_on_device``: a running sum of values read back every step (``total += loss.item()``) is kept on
-  the device (``total += loss.detach()``) and read where the script reads it (``float(total)``): one
-  host synchronisation where the script prints instead of one a step;
+  the device (``total += loss.detach().double()`` for a floating value: float64, as Python's float sums
+  it, so the printed sums stay the same; ``.detach()`` for a count) and read where the script reads it
+  (``float(total)``): one host synchronisation where the script prints instead of one a step;
 - ``cudnn_benchmark``: convolutions of fixed shapes without ``torch.backends.cudnn.benchmark``: set
   after the device line.
 
@@ -288,9 +289,10 @@ def _stored_names(root: cst.CSTNode) -> list[cst.CSTNode]:
     return out
 
 
-def sum_on_device(data: bytes, line: int) -> Outcome:
+def sum_on_device(data: bytes, line: int, floating: bool = False) -> Outcome:
     """``total += x.item()`` at ``line`` -> ``total += x.detach()``, and ``float(total)`` where the script
-    reads ``total``."""
+    reads ``total``. ``floating``: the value read is a floating-point one (the run saw its dtype), summed as
+    ``x.detach().double()``: in float64, as Python's float sums it, so the sums it prints stay the same."""
     reading = _read(data)
     if reading is None:
         return "the file cannot be parsed"
@@ -312,13 +314,16 @@ def sum_on_device(data: bytes, line: int) -> Outcome:
         return f"{name} is used outside the function that sums it"
     item = reads[0]
     assert isinstance(item.func, cst.Attribute)
-    detached = item.with_changes(func=item.func.with_changes(attr=cst.Name("detach")))
+    detached: cst.BaseExpression = item.with_changes(func=item.func.with_changes(attr=cst.Name("detach")))
+    if floating:
+        detached = cst.Call(func=cst.Attribute(value=detached, attr=cst.Name("double")))
     edits: list[Edit] = [replaced_by(item, detached)]
     for use in _loads(scope, name, skip=found):
         edits.append(replaced_by(use, cst.Call(func=cst.Name("float"), args=[cst.Arg(cst.Name(name))])))
+    precision = ("in float64, as Python's float sums it" if floating else
+                 "in the value's own dtype (an integer count stays exact)")
     return [_made(reading, edits, "sum_on_device", line,
-                  f"{name} sums on the device and is read once where the script reads it (float({name})); "
-                  f"the sum is in the tensor's precision (float32) instead of Python's float")]
+                  f"{name} sums on the device, {precision}, and is read where the script reads it (float({name}))")]
 
 
 def cudnn_benchmark(data: bytes, device_line: int) -> Outcome:

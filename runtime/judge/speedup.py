@@ -60,7 +60,10 @@ def plan(cause: SpeedCause, read: Callable[[str], bytes], loader_lines: list[int
     if kind == "made":
         return speededits.on_device(data, line)
     if kind == "sync":
-        return speededits.sum_on_device(data, line)
+        dtypes = cause.get("dtypes") or []
+        if not dtypes:
+            return "not a value read back with .item() at this line"
+        return speededits.sum_on_device(data, line, floating=all(d.startswith(("float", "bfloat")) for d in dtypes))
     if kind == "cudnn":
         if device_line is None:
             return "no device line found in the script's file"

@@ -97,6 +97,7 @@ class Counter:
         self.convolution_shapes: set[tuple] = set()  # the input shapes the convolutions ran with
         self.new_shape_steps: set[int] = set()  # the steps after the second that brought a new one
         self.convolution_place = -1  # the user's line of the first
+        self.read_dtypes: dict[int, set] = {}  # place -> the dtypes of the scalars read there
         self.source_bytes: dict[int, int] = {}  # place -> the largest whole CPU tensor a copy there slices (or repeats)
         self._start(time.perf_counter())
 
@@ -203,7 +204,7 @@ class Counter:
                 self._sync("to_host", _nbytes(source), gap, counted_out=True)
                 gap = 0.0
             elif what == "scalar":
-                self._sync("scalar", _nbytes(args[0]), gap)
+                self._sync("scalar", _nbytes(args[0]), gap, dtype=_dtype(args[0]))
                 gap = 0.0
             r0 = time.perf_counter()
             out = run(func, args, kwargs)
@@ -372,13 +373,15 @@ class Counter:
         if self.convolution_place < 0:
             self.convolution_place = self.place()
 
-    def _sync(self, what: str, size: int, gap: float, counted_out: bool = False) -> None:
+    def _sync(self, what: str, size: int, gap: float, counted_out: bool = False, dtype: str = "") -> None:
         cur = self.cur
         cur["syncs"] += 1
         if counted_out:
             cur["copies_out"] += 1
             cur["bytes_out"] += size
         place = self.place()
+        if dtype:
+            self.read_dtypes.setdefault(place, set()).add(dtype)
         entry = self.lines[("sync", place, what, False, False)]
         entry[0] += 1
         entry[1] += size
@@ -448,7 +451,8 @@ class Counter:
             lines.append({"kind": kind, "place": place, "what": what, "per_step": per,
                           "bytes_per_step": statistics.median(c[1] for c in counts), "pinned": pinned,
                           "non_blocking": non_blocking, "steps": sum(1 for c in counts if c[0]),
-                          "source_bytes": self.source_bytes.get(place, 0) if kind == "copy" else 0})
+                          "source_bytes": self.source_bytes.get(place, 0) if kind == "copy" else 0,
+                          "dtypes": sorted(self.read_dtypes.get(place, ())) if what == "scalar" else []})
         loaders: list[SpeedLoader] = []
         for index, loader in enumerate(self.loaders):
             waits = [s["waits"].get(index, (0, 0.0)) for s in later]
@@ -502,6 +506,11 @@ def _held(refs: dict, tensor) -> bool:
 def _boolean_index(args) -> bool:
     indices = args[1] if len(args) > 1 else ()
     return any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices or ())
+
+
+def _dtype(t) -> str:
+    """A tensor's dtype as torch names it ("float32"), else ""."""
+    return str(t.dtype).replace("torch.", "") if isinstance(t, torch.Tensor) else ""
 
 
 def _nbytes(t) -> int:

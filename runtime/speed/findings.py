@@ -113,9 +113,10 @@ def _place(profile: SpeedProfile, index: int) -> tuple[str | None, int | None, s
 
 
 def _cause(profile, kind: str, place: int, per_step: float, size: float, seconds: float, step: float,
-           what: str, fix: str, copied: str = "", source_bytes: int = 0) -> SpeedCause:
+           what: str, fix: str, copied: str = "", source_bytes: int = 0, dtypes: list[str] | None = None
+           ) -> SpeedCause:
     file, line, source = _place(profile, place)
-    return {"kind": kind, "copied": copied, "source_bytes": source_bytes, "file": file, "line": line, "source": source, "per_step": per_step,
+    return {"kind": kind, "copied": copied, "source_bytes": source_bytes, "dtypes": dtypes or [], "file": file, "line": line, "source": source, "per_step": per_step,
             "bytes_per_step": size, "seconds": seconds, "share": seconds / step if step else 0.0, "what": what,
             "fix": fix}
 
@@ -168,7 +169,7 @@ def _causes(profile: SpeedProfile, events: list[Event], gpu: Gpu, base: Timeline
         fix = "; ".join(_SYNC_WORDS.get(k, ("", ""))[1] for k in kinds)
         found.append(_cause(profile, "sync", place, count, sum(line["bytes_per_step"] for line in lines), seconds,
                             step, f"{{source}} at {{at}} synchronises every step ({_count(count)} a step: {why})",
-                            fix))
+                            fix, dtypes=sorted({d for line in lines for d in line.get("dtypes", ())})))
     for line in profile.get("lines") or []:
         if line["kind"] != "copy" or (line["pinned"] and line["non_blocking"]):
             continue

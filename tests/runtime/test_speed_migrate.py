@@ -8,6 +8,8 @@ each edit): the slow tier.
 
 import os
 import shutil
+import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -114,3 +116,43 @@ def test_the_lines_a_loaders_workers_run_are_covered(tmp_path):
     for run in report["runs"]:
         ran = next(lines for path, lines in run["lines"].items() if path.endswith("jittered.py"))
         assert 16 in ran and 18 in ran, (run["label"], ran)  # __getitem__'s lines: run only in the workers
+
+
+RUNNING_SUM = textwrap.dedent("""
+    import torch
+    import torch.nn as nn
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x_all, y_all = torch.randn(8 * 128, 1024), torch.randint(0, 10, (8 * 128,))
+    running = 0.0
+    for step in range(8):
+        x, y = x_all[step * 128:(step + 1) * 128].to(device), y_all[step * 128:(step + 1) * 128].to(device)
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        running += loss.item()
+        if step % 4 == 3:
+            print(f"step {step} mean loss {running / 4!r}")
+            running = 0.0
+""")
+
+
+def test_a_running_sum_is_kept_on_the_device_and_prints_the_same_bytes(tmp_path):
+    script = copy_of(tmp_path, "running", RUNNING_SUM)
+    # a T4: its device work is long enough here that a sync every step costs a share of the step
+    result = migrate(script, device="sim", max_steps=8, cwd=str(tmp_path), timeout=HANG_GUARD_S, speed=True, gpu="T4")
+    assert result["proven"], result["ending"]
+    kept = {e["kind"]: e for e in result["speed"]["edits"]}
+    assert kept["sum_on_device"]["edit"] == "running += loss.detach().double()", result["speed"]
+    new = result["changed"][script]
+    assert b'print(f"step {step} mean loss {float(running) / 4!r}")' in new
+    # the printed sums (their repr: every bit) are the original's, on the CPU
+    edited = tmp_path / "edited.py"
+    edited.write_bytes(new)
+    outputs = [subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=tmp_path,
+                              timeout=HANG_GUARD_S).stdout for path in (script, edited)]
+    assert outputs[0] == outputs[1] and outputs[0].count("mean loss") == 2, outputs
