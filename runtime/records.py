@@ -725,6 +725,7 @@ class SpeedMigration(TypedDict):
     edits: list[SpeedEditRecord]
     not_edited: list[SpeedEditRecord]
     losses_same: int  # the device run's losses, equal before and after the edits
+    note: str  # why no speed edit was tried (not proven, a notebook), else ""
 
 
 class MigrateReport(_MigrateReportBase, total=False):

@@ -36,7 +36,7 @@ from ..speed import gpus
 from ..child.notebookrun import CELL_SEP, is_notebook, program_file
 from ..records import MigrateReport, Reason, Round, RunResult, StaticMiss, Unreached, VerifiedRun, VerifyReport
 from .runner import choose_root, copy_tree
-from .speedup import device_line_of, draft_path, speed_rounds
+from .speedup import device_line_of, draft_path, no_speed_rounds, speed_rounds
 from .verify import OK, VerifyError, verify
 
 MAX_ROUNDS = 8
@@ -404,6 +404,9 @@ def migrate(script: str, args=(), *, device: str = "auto", max_steps=None, synth
         speed_story = None
         if speed and proven and not is_notebook(script):
             report, speed_story = _speed_rounds(draft, report, run_verify, cwd, progress)
+        elif speed:
+            speed_story = no_speed_rounds(gpus.named(gpu).name, "no speed edit is tried in a notebook" if
+                                          is_notebook(script) else "no speed edit is tried before the migration is proven")
         changed = draft.changed()
         out: MigrateReport = {
             "script": os.path.relpath(script, cwd), "proven": proven,

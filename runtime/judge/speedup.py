@@ -133,7 +133,13 @@ def speed_rounds(report: VerifyReport, *, read: Callable[[str], bytes], write: C
     return report, {"gpu": before.get("gpu") or after.get("gpu") or "", "before": before.get("estimate"),
                     "after": after.get("estimate"), "summary_before": before.get("summary", ""),
                     "summary_after": after.get("summary", ""), "edits": kept, "not_edited": refused,
-                    "losses_same": len(base_losses or [])}
+                    "losses_same": len(base_losses or []), "note": ""}
+
+
+def no_speed_rounds(gpu: str, why: str) -> SpeedMigration:
+    """The story of a migrate --speed that made no speed round, and why."""
+    return {"gpu": gpu, "before": None, "after": None, "summary_before": "", "summary_after": "", "edits": [],
+            "not_edited": [], "losses_same": 0, "note": why}
 
 
 def _refusal(new: Mapping, base_losses: Sequence[float] | None) -> str | None:

@@ -76,6 +76,8 @@ def section(speed: SpeedReport) -> str:
 def edits_lines(story: SpeedMigration) -> list[str]:
     """migrate --speed's section: the estimated step before and after, the edits kept, the others and why."""
     out = [f"speed edits, estimated for {story['gpu']}:"]
+    if story.get("note"):
+        return out + [f"  none: {story['note']}"]
     before, after = story["before"], story["after"]
     if before and after:
         out.append(f"  estimated step {milliseconds(before['step_s'])} -> {milliseconds(after['step_s'])} "

@@ -156,3 +156,14 @@ def test_a_running_sum_is_kept_on_the_device_and_prints_the_same_bytes(tmp_path)
     outputs = [subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=tmp_path,
                               timeout=HANG_GUARD_S).stdout for path in (script, edited)]
     assert outputs[0] == outputs[1] and outputs[0].count("mean loss") == 2, outputs
+
+
+def test_no_speed_edit_before_the_migration_is_proven_and_the_report_says_so(tmp_path):
+    folder = tmp_path / "original_fails"
+    shutil.copytree(os.path.join(ROOT, "fixtures", "migrate", "original_fails"), folder)
+    result = migrate(str(folder / "train.py"), device="sim", max_steps=3, cwd=str(folder), timeout=HANG_GUARD_S,
+                     speed=True)
+    assert not result["proven"] and result["cannot_run"]
+    assert result["speed"]["note"] == "no speed edit is tried before the migration is proven"
+    assert result["speed"]["edits"] == [] and result["speed"]["before"] is None
+    assert "speed edits, estimated for H100 SXM:\n  none: no speed edit is tried before" in to_text(result)
