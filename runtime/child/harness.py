@@ -22,7 +22,8 @@ import torch
 from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 from torch.nn.utils.rnn import PackedSequence
 from torch.optim.optimizer import register_optimizer_step_post_hook
-from torch.utils.data import DataLoader, dataloader
+from torch.utils.data import DataLoader, dataloader, get_worker_info
+from torch.utils.data._utils import fetch
 
 from ..records import LoaderRecord
 from ..steps import manualsteps, stepcap
@@ -374,6 +375,7 @@ def install(rec: Recorder) -> None:
     rec.manual = manualsteps.ManualSteps(rec.on_manual_step, lambda: bool(rec.optimizers_seen), rec.is_user_file)
     manualsteps.install(rec.manual)
     _track_batches(rec)
+    _report_worker_lines(rec)
     _note_loaders(rec)
     _unscale_losses(rec)
     if rec.max_steps is not None:
@@ -390,6 +392,21 @@ def shut_down_workers(rec: Recorder) -> None:
         except Exception:  # a worker that is already gone: nothing to report
             pass
     rec.lines.from_workers()
+
+
+def _report_worker_lines(rec: Recorder) -> None:
+    """After each batch a DataLoader worker makes, its lines go to the parent (linetrace)."""
+    for fetcher in (fetch._MapDatasetFetcher, fetch._IterableDatasetFetcher):
+        orig_fetch = fetcher.fetch
+
+        @functools.wraps(orig_fetch)
+        def fetch_batch(self, possibly_batched_index, _orig=orig_fetch):
+            batch = _orig(self, possibly_batched_index)
+            if get_worker_info() is not None:
+                rec.lines.worker_batch_done()
+            return batch
+
+        setattr(fetcher, "fetch", fetch_batch)
 
 
 def _track_batches(rec: Recorder) -> None:

@@ -7,9 +7,10 @@ compiled (usercode) with a recorder before each statement, on the statement's ow
 (``sys.settrace``) would also be called for every frame of torch's own Python code, and cost a
 third of a small script's time; ``sys.monitoring`` (3.12+) is not in every Python this runs on.
 The line of a statement is its first line. What runs in a DataLoader worker (a process forked by
-multiprocessing) is reported back: each worker writes its sets to a file of the run's own folder as it
-exits (a multiprocessing finalizer, which a worker runs when its loader shuts it down), and the parent
-reads them (``from_workers``) once it has shut down the workers still alive. The cap of --max-steps swaps the sets for fresh ones, so that the lines
+multiprocessing) is reported back: each worker writes its sets to a file of the run's own folder after
+each batch that ran a line not written yet (``worker_batch_done``) and as it exits (a multiprocessing
+finalizer), so a worker its loader has to terminate loses nothing; the parent reads them
+(``from_workers``) once it has shut down the workers still alive. The cap of --max-steps swaps the sets for fresh ones, so that the lines
 that ran after it are known too.
 """
 
@@ -91,7 +92,15 @@ class Lines:
 
     def _in_worker(self) -> None:
         # multiprocessing clears the finalizers a forked process inherits before it runs this
+        self._written = -1
         multiprocessing.util.Finalize(None, self._write_for_parent, exitpriority=10)
+
+    def worker_batch_done(self) -> None:
+        """In a DataLoader worker, after each batch: its lines written for the parent if it ran new ones."""
+        ran = sum(len(self._now(path)) for path in self._names)
+        if ran != getattr(self, "_written", -1):
+            self._written = ran
+            self._write_for_parent()
 
     def _write_for_parent(self) -> None:
         if self._inbox is None:

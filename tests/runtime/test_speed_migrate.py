@@ -109,9 +109,18 @@ def test_a_workers_edit_that_changes_the_losses_is_taken_back(tmp_path):
     assert "num_workers" not in result["changed"].get(script, b"").decode()
 
 
-def test_the_lines_a_loaders_workers_run_are_covered(tmp_path):
-    script = copy_of(tmp_path, "jittered", RANDOM_ITEMS.replace("shuffle=False)", "shuffle=False, num_workers=2)"))
-    report = verify(script, device="sim", max_steps=3, cwd=str(tmp_path), timeout=HANG_GUARD_S)
+# persistent workers killed at the end, as a crash or the loader's own terminate() would: no exit to report at
+KILLED_WORKERS = RANDOM_ITEMS.replace("shuffle=False)", "shuffle=False, num_workers=2, persistent_workers=True)") \
+    .replace("        opt.step()\n", "        opt.step()\n    for worker in loader._iterator._workers:\n"
+                                    "        worker.kill()\n")
+
+
+@pytest.mark.parametrize("text", [RANDOM_ITEMS.replace("shuffle=False)", "shuffle=False, num_workers=2)"),
+                                  KILLED_WORKERS], ids=["workers", "killed-workers"])
+def test_the_lines_a_loaders_workers_run_are_covered(tmp_path, text):
+    assert text != RANDOM_ITEMS and ("worker.kill()" in text) == ("persistent" in text)
+    script = copy_of(tmp_path, "jittered", text)
+    report = verify(script, device="sim", cwd=str(tmp_path), timeout=HANG_GUARD_S)
     assert report["verdict"] == "pass", report["reasons"]
     for run in report["runs"]:
         ran = next(lines for path, lines in run["lines"].items() if path.endswith("jittered.py"))
