@@ -403,7 +403,8 @@ def migrate(script: str, args=(), *, device: str = "auto", max_steps=None, synth
         proven = report["verdict"] == "pass" and not cannot_run(report)
         speed_story = None
         if speed and proven and not is_notebook(script):
-            report, speed_story = _speed_rounds(draft, report, run_verify, cwd, progress)
+            band = report.get("band")
+            report, speed_story = _speed_rounds(draft, report, lambda: run_verify(reference, band), cwd, progress)
         elif speed:
             speed_story = no_speed_rounds(gpus.named(gpu).name, "no speed edit is tried in a notebook" if
                                           is_notebook(script) else "no speed edit is tried before the migration is proven")
@@ -436,7 +437,7 @@ def _speed_rounds(draft: Draft, report: VerifyReport, run_verify, cwd: str, prog
         first = draft.originals.get(user_path)
         return original_line(first, now, line) if first is not None else line
 
-    def verify_again() -> VerifyReport:
+    def verify_again() -> VerifyReport:  # the original's run is the first round's, not run again
         if progress:
             progress("speed: verify")
         return run_verify()
