@@ -5,9 +5,8 @@ Each round takes the causes verify --speed ranked in the last proven report, in 
 first one that has an edit (cpu2gpu.migration.speededits) not tried yet is made in the draft. The draft is
 verified again, with --speed: the edit stays where the run still passes, the device run's losses are the
 same as before any speed edit (equal, float for float: these edits change where and when work is done,
-not the arithmetic), the CPU fallback still runs alike, and the cause is gone (or explains less than half the
-time it did). Otherwise it is taken back and its next form,
-if it has one, is tried. What an edit saves is the estimate's, from the run before it (the cause's time:
+not the arithmetic), the CPU fallback still runs alike, and the cause is gone (or explains less than half
+the time it did). Otherwise it is taken back and its next form, if it has one, is tried. What an edit saves is the estimate's, from the run before it (the cause's time:
 the same step replayed without it), not the difference of two runs' host times, which this machine's
 load moves by more than a small cause is worth. The rounds end when no cause has an edit left to try.
 """
@@ -42,21 +41,21 @@ def _losses(report: Mapping) -> list[float] | None:
     return list(run["losses"]) if run is not None and run.get("losses") else None
 
 
-def plan(cause: SpeedCause, read: Callable[[str], bytes], loader_lines: list[int], device_line: int | None
+def plan(cause: SpeedCause, read: Callable[[str], bytes], loaders: dict[int, int], device_line: int | None
          ) -> list[SpeedEdit] | str:
-    """The edits for ``cause`` (in the order to try them), or why it has none. ``loader_lines``: where the
-    run's DataLoaders were made in the cause's file."""
+    """The edits for ``cause`` (in the order to try them), or why it has none. ``loaders``: the run's
+    DataLoaders made in the cause's file, line -> num_workers."""
     path, line = cause["file"], cause["line"]
     if path is None or line is None:
         return "its line is not in the script's files"
     data = read(path)
     kind = cause["kind"]
     if kind == "loader":
-        if "main process" not in cause["what"]:
+        if loaders.get(line, 0) > 0:
             return "its DataLoader already has workers: more work per item than they keep up with is the script's"
         return speededits.workers(data, line)
     if kind == "copy" and cause.get("copied") == "batch":
-        return speededits.pinned(data, loader_lines, line)
+        return speededits.pinned(data, sorted(loaders), line)
     if kind == "made":
         return speededits.on_device(data, line)
     if kind == "sync":
@@ -76,10 +75,11 @@ def plan(cause: SpeedCause, read: Callable[[str], bytes], loader_lines: list[int
     return "no automatic edit: " + cause["fix"]
 
 
-def _loader_places(profile: Mapping) -> list[Mapping]:
+def _loaders_in(profile: Mapping, path: str, user_path: Callable[[str], str | None]) -> dict[int, int]:
+    """The run's DataLoaders made in the user's file ``path``: line -> num_workers."""
     places = profile.get("places") or []
-    return [places[loader["place"]] for loader in profile.get("loaders") or []
-            if 0 <= loader["place"] < len(places)]
+    return {places[loader["place"]]["line"]: loader["num_workers"] for loader in profile.get("loaders") or []
+            if 0 <= loader["place"] < len(places) and user_path(places[loader["place"]]["file"]) == path}
 
 
 def speed_rounds(report: VerifyReport, *, read: Callable[[str], bytes], write: Callable[[str, bytes], None],
@@ -105,8 +105,8 @@ def speed_rounds(report: VerifyReport, *, read: Callable[[str], bytes], write: C
                 continue
             tried.add(key)
             local = {**cause, "file": path}
-            loader_lines = [p["line"] for p in _loader_places(profile) if path and user_path(p["file"]) == path]
-            outcome = plan(local, read, loader_lines, device_line(path) if path else None)  # type: ignore[arg-type]
+            loaders = _loaders_in(profile, path, user_path) if path else {}
+            outcome = plan(local, read, loaders, device_line(path) if path else None)  # type: ignore[arg-type]
             if isinstance(outcome, str):
                 where = original_line(path, read(path), cause["line"]) if path and cause["line"] else None
                 refused.append(_record(cause, None, path, shown, outcome, where))
