@@ -19,6 +19,13 @@ Records per entry: rewrite-alone class, migrate's exit code, proven, ending, can
 seconds, whether the final CPU fallback run ("migrated (cpu)") broke, the edits taken back, the static misses
 ({rule, how, name, file, line}). Writes results-<label>.json and prints the tables (``--report``: only print).
 
+``--speed``: ``migrate --speed`` (once proven, the speed edits). A proven record also keeps the estimated idle
+fraction and step before / after the edits (``speed_before_idle``, ``speed_after_idle``, ``speed_before_step_s``,
+``speed_after_step_s``), the edits kept (``speed_edits``: cause, kind, file, line, edit), the causes not edited
+(``speed_not_edited``: cause, kind, line, edit, why) and ``losses_same``; the report adds the entries estimated idle
+over half the step before / after, the edits kept by kind, those taken back and the causes given no edit by reason,
+and the regressions: a broken CPU fallback, a proven verdict other than results-rooms37.json's.
+
 One engine for everything: ``--tool`` (default: the working tree's .venv/bin/cpu2gpu). To keep others' edits of
 cpu2gpu/ and runtime/ out of a measurement, pass a pinned executable (README: the 2026-12-06 run used a wrapper
 that puts ``git archive HEAD cpu2gpu runtime`` first on sys.path and PYTHONPATH, children included).
@@ -27,6 +34,7 @@ that puts ``git archive HEAD cpu2gpu runtime`` first on sys.path and PYTHONPATH,
     .venv/bin/python benchmarks/realcode/migrate_run.py --label migrate --resume --stop-at 14:30
     .venv/bin/python benchmarks/realcode/migrate_run.py --label migrate --report
     .venv/bin/python benchmarks/realcode/migrate_run.py --label notebooks-blind --notebooks --tool BIN --max-steps 3 --timeout 60
+    .venv/bin/python benchmarks/realcode/migrate_run.py --label speed38 --speed --tool BIN --stop-at 15:35
 """
 
 from __future__ import annotations
@@ -96,12 +104,32 @@ def summarise_migrate(res: dict, wall: float) -> dict:
         "mirrored_draws": max([x.get("mirrored_draws") or 0 for x in runs], default=0),
         "diff": (rep.get("diff") or "")[:6000],
     })
+    if "speed" in rep:  # --speed, once proven: the estimates before and after the speed edits, the edits
+        out.update(summarise_speed(rep.get("speed") or {}))
     return out
+
+
+def summarise_speed(sp: dict) -> dict:
+    """migrate --speed's story: the estimated idle fraction and step before (as migrated) and after the speed
+    edits, the edits kept, the causes not edited (an edit taken back, or none made) and why."""
+    before, after = sp.get("before") or {}, sp.get("after") or {}
+    return {
+        "speed_gpu": sp.get("gpu"),
+        "speed_before_idle": before.get("idle_fraction"), "speed_after_idle": after.get("idle_fraction"),
+        "speed_before_step_s": before.get("step_s"), "speed_after_step_s": after.get("step_s"),
+        "speed_edits": [{k: x.get(k) for k in ("cause", "kind", "file", "line", "edit")} for x in sp.get("edits") or []],
+        "speed_not_edited": [{"cause": x.get("cause"), "kind": x.get("kind"), "line": x.get("line"),
+                              "edit": x.get("edit"), "why": (x.get("why") or "")[:200]}
+                             for x in sp.get("not_edited") or []],
+        "losses_same": sp.get("losses_same"),
+        "speed_summary_before": (sp.get("summary_before") or "")[:300],
+        "speed_summary_after": (sp.get("summary_after") or "")[:300],
+    }
 
 
 def run_migrate(tool: list[str], folder: Path, script: str, a, path: list[str] | None = None) -> dict:
     cmd = tool + ["migrate", script, "--synthetic-data", "--max-steps", str(a.max_steps), "--timeout",
-                  str(a.timeout), "--output-format", "json", "-q"]
+                  str(a.timeout), "--output-format", "json", "-q"] + (["--speed"] if a.speed else [])
     if a.max_rounds is not None:
         cmd += ["--max-rounds", str(a.max_rounds)]
     t0 = time.time()
@@ -221,7 +249,7 @@ def notebook_table(recs: list[dict]) -> str:
     return "\n".join(rows)
 
 
-def report(recs: list[dict], notebooks: bool = False) -> str:
+def report(recs: list[dict], notebooks: bool = False, speed: bool = False) -> str:
     nb = [r for r in recs if "migrate_py" in r]
     extra = ""
     if nb:
@@ -231,7 +259,64 @@ def report(recs: list[dict], notebooks: bool = False) -> str:
     parts = [table(recs) + extra + proof_lines(recs), misses_table(recs), unproven(recs), disagreements(recs)]
     if notebooks:
         parts.insert(0, notebook_table(recs))
+    if speed:
+        parts.append(speed_report(recs))
     return "\n\n".join(parts)
+
+
+def reason(why: str, words: int = 5) -> str:
+    """The first words of a why, up to its first colon or parenthesis: the reason without its particulars."""
+    head = re.split(r"[:(]", why or "", maxsplit=1)[0]
+    return " ".join(head.split()[:words]) or "(none given)"
+
+
+def speed_report(recs: list[dict], against: Path = HERE / "results-rooms37.json") -> str:
+    """migrate --speed's records: entries idle over half the step before / after the speed edits, the edits kept
+    by kind, those taken back (and the causes given no edit) by reason, and the regressions: a CPU fallback that
+    broke, a proven verdict other than ``against``'s for the same entry."""
+    ms = [(r["id"] + (" (.py)" if key == "migrate_py" else ""), r[key]) for r in recs
+          for key in ("migrate", "migrate_py") if r.get(key)]
+    proven = [(n, m) for n, m in ms if m.get("proven")]
+    est = [(n, m) for n, m in proven if m.get("speed_before_idle") is not None]
+    est_after = [(n, m) for n, m in est if m.get("speed_after_idle") is not None]
+    rows = ["| migrations | proven | proven with an estimate | idle > 50% after migrate (speed.before) | "
+            "idle > 50% after --speed (speed.after) | with an edit kept |", "|---|---|---|---|---|---|",
+            f"| {len(ms)} | {len(proven)} | {len(est)} | {sum(m['speed_before_idle'] > 0.5 for _, m in est)} | "
+            f"{sum(m['speed_after_idle'] > 0.5 for _, m in est_after)} of {len(est_after)} | "
+            f"{sum(bool(m.get('speed_edits')) for _, m in proven)} |"]
+    out = ["\n".join(rows)]
+    kept = collections.defaultdict(list)
+    back = collections.defaultdict(list)
+    none = collections.defaultdict(list)
+    for n, m in proven:
+        for x in m.get("speed_edits") or []:
+            kept[x.get("kind")].append(f"{n}:{x.get('line')} `{cell(x.get('edit'), 90)}`")
+        for x in m.get("speed_not_edited") or []:
+            (back if x.get("edit") else none)[(x.get("kind") or x.get("cause"), reason(x.get("why")))].append(
+                f"{n}:{x.get('line')}")
+    lines = ["| edit kind | kept | where (entry:line `edit`) |", "|---|---|---|"]
+    lines += [f"| {k} | {len(v)} | {'; '.join(v)} |" for k, v in sorted(kept.items(), key=lambda kv: -len(kv[1]))]
+    out.append("speed edits kept:\n" + ("\n".join(lines) if kept else "  none"))
+    for title, fam in (("speed edits taken back", back), ("causes given no edit", none)):
+        lines = ["| kind | reason (first words of why) | count | where |", "|---|---|---|---|"]
+        lines += [f"| {k} | {w} | {len(v)} | {'; '.join(v)} |" for (k, w), v in
+                  sorted(fam.items(), key=lambda kv: -len(kv[1]))]
+        out.append(f"{title}:\n" + ("\n".join(lines) if fam else "  none"))
+    old = {}
+    if against.exists():
+        for r in json.loads(against.read_text())["entries"]:
+            for key in ("migrate", "migrate_py"):
+                if r.get(key):
+                    old[r["id"] + (" (.py)" if key == "migrate_py" else "")] = bool(r[key].get("proven"))
+    regress = [f"  {n}: CPU fallback broke ({m.get('cpu_fallback_status')}): "
+               f"{cell('; '.join(m.get('cpu_fallback_reasons') or []), 200)}"
+               for n, m in ms if m.get("cpu_fallback_broke") and not m.get("cannot_run")]
+    regress += [f"  {n}: {'proven' if m.get('proven') else 'not proven'} here, "
+                f"{'proven' if old[n] else 'not proven'} in {against.name}: {cell(m.get('ending'), 200)}"
+                for n, m in ms if n in old and old[n] != bool(m.get("proven"))]
+    out.append(f"regressions (a broken CPU fallback, a proven verdict other than {against.name}'s):\n"
+               + ("\n".join(regress) if regress else "  none"))
+    return "\n\n".join(out)
 
 
 def proof_lines(recs: list[dict]) -> str:
@@ -262,6 +347,8 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=60, help="verify/migrate --timeout (seconds per run)")
     ap.add_argument("--max-rounds", type=int, default=None, help="migrate --max-rounds (default: migrate's)")
     ap.add_argument("--migrate-timeout", type=float, default=900, help="wall limit of one migrate command")
+    ap.add_argument("--speed", action="store_true",
+                    help="migrate --speed: once proven, the speed edits; each record keeps the estimates and edits")
     ap.add_argument("--no-cache", action="store_true", help="rerun the originals")
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--stop-at", help="HH:MM (local): start no entry after this time")
@@ -271,7 +358,8 @@ def main(argv=None) -> int:
     out_path = HERE / f"results-{a.label}.json"
     if a.report:
         data = json.loads(out_path.read_text())
-        print(report(data["entries"], notebooks=data.get("selection") == "notebooks" or a.notebooks))
+        print(report(data["entries"], notebooks=data.get("selection") == "notebooks" or a.notebooks,
+                     speed=bool(data.get("speed")) or a.speed))
         return 0
     R.CPU2GPU = Path(a.tool)  # run.py's verify of the original and of the rewrite: the same executable
     tool = [a.tool]
@@ -302,7 +390,7 @@ def main(argv=None) -> int:
         out_path.write_text(json.dumps({
             "label": a.label, "selection": "notebooks" if a.notebooks else f"{a.results.name}: {', '.join(TAKEN)}",
             "tool": a.tool, "tool_version": version, "working_tree_head": head,
-            "max_steps": a.max_steps, "timeout": a.timeout, "max_rounds": a.max_rounds,
+            "max_steps": a.max_steps, "timeout": a.timeout, "max_rounds": a.max_rounds, "speed": a.speed,
             "date": time.strftime("%Y-%m-%d %H:%M:%S"), "planned": len(entries), "measured": len(recs),
             "stopped": stopped, "entries": recs}, indent=1) + "\n")
 
@@ -329,7 +417,7 @@ def main(argv=None) -> int:
         save()
     save(stopped)
     print()
-    print(report(recs, notebooks=a.notebooks))
+    print(report(recs, notebooks=a.notebooks, speed=a.speed))
     print(f"\nwrote {out_path.relative_to(R.ROOT)}; work files under {R.CACHE / a.label}")
     return 0
 
