@@ -60,9 +60,15 @@ def test_pinned_batches_get_pin_memory_and_non_blocking_moves():
     forms = speededits.pinned(LOADER, [8], 11)
     assert isinstance(forms, list)
     text = forms[0].data.decode()
-    assert "shuffle=False, pin_memory=True)" in text
+    assert "shuffle=False, pin_memory=torch.cuda.is_available())" in text  # as the rewrite writes it
     assert "x, y = x.to(device, non_blocking=True), y.cuda(non_blocking=True)" in text
     assert forms[0].edit == "x, y = x.to(device, non_blocking=True), y.cuda(non_blocking=True)"
+    # a loader pinned already (by the rewrite) keeps its setting: only the moves change
+    pinned = LOADER.replace(b"shuffle=False)", b"shuffle=False, pin_memory=torch.cuda.is_available())")
+    forms = speededits.pinned(pinned, [8], 11)
+    assert isinstance(forms, list) and forms[0].data.count(b"pin_memory") == 1 and b"non_blocking=True" in forms[0].data
+    aliased = LOADER.replace(b"import torch\n", b"import torch as th\n")
+    assert b"pin_memory=th.cuda.is_available()" in speededits.pinned(aliased, [8], 11)[0].data  # type: ignore[index]
     # a move that already says non_blocking, or a loader not found, gives no edit
     done = LOADER.replace(b"x.to(device), y.cuda()", b"x.to(device, non_blocking=True)")
     assert isinstance(speededits.pinned(done, [8], 11), str)
@@ -83,6 +89,11 @@ def test_a_factory_moved_every_step_is_made_on_the_device_unless_it_draws_or_cop
     assert isinstance(drawn, str) and "generator" in drawn and "changes the numbers" in drawn
     host = speededits.on_device(code, 5)
     assert isinstance(host, str) and "torch.tensor copies its host data" in host
+    legacy = speededits.on_device(src("""
+        for i in range(3):
+            y = torch.LongTensor(labels[i]).to(device)
+    """), 2)
+    assert isinstance(legacy, str) and "torch.LongTensor copies its host data" in legacy  # no draw
 
 
 SUMS = src("""

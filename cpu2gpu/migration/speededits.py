@@ -6,8 +6,9 @@ speed.findings), at the line it named, and only where its form is known to keep 
   worker's iterator is made once and so draws its seed from the global generator only once). Only in a
   file with an ``if __name__ == "__main__":`` guard: workers started by spawn or forkserver (Windows,
   macOS, Python 3.14's Linux default) import the script again, and without the guard they run it again;
-- ``pinned``: batches copied from pageable memory: ``pin_memory=True`` in their DataLoader and
-  ``non_blocking=True`` on the moves at the copying line;
+- ``pinned``: batches copied from pageable memory, or from pinned memory but waiting for each copy:
+  ``pin_memory=torch.cuda.is_available()`` in their DataLoader (as the rewrite writes it: a CPU-only
+  machine has nothing to pin into) and ``non_blocking=True`` on the moves at the copying line;
 - ``on_device``: a tensor made on the host every step and then moved (``torch.zeros(n).to(device)``):
   made on the device (``torch.zeros(n, device=device)``), for the factories that make their values in
   place; a draw (``torch.randn``) would come from the device's own generator, which changes the numbers,
@@ -42,7 +43,9 @@ WORKERS = 4  # a DataLoader's worker processes: what most training machines' cor
 # factories that make their values where they are: on the device, no copy is left (torch.tensor(data) still
 # copies its host data there, so it is not one of them)
 _MADE_IN_PLACE = frozenset({"zeros", "ones", "full", "empty", "arange", "eye", "linspace", "logspace"})
-_HOST_DATA = frozenset({"tensor", "as_tensor", "from_numpy", "asarray"})
+_HOST_DATA = frozenset({"tensor", "as_tensor", "from_numpy", "asarray", "Tensor", "FloatTensor", "LongTensor",
+                        "IntTensor", "DoubleTensor", "HalfTensor", "ByteTensor", "BoolTensor", "ShortTensor"})
+_DRAWS = ("rand", "normal", "bernoulli", "multinomial", "poisson")
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,17 @@ def _line_of(data: bytes, line: int) -> str:
     return lines[line - 1].decode("utf-8", errors="replace").strip() if 0 < line <= len(lines) else ""
 
 
+def _torch_name(module: cst.Module) -> str:
+    """The name the file imports torch as (``import torch as th``), else ``torch``."""
+    for stmt in module.body:
+        for small in getattr(stmt, "body", ()) if isinstance(stmt, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.Import):
+                for alias in small.names:
+                    if cst.Module([]).code_for_node(alias.name) == "torch" and alias.asname is not None:
+                        return cst.Module([]).code_for_node(alias.asname.name)
+    return "torch"
+
+
 def _has_main_guard(module: cst.Module) -> bool:
     main = m.Comparison(left=m.Name("__name__"), comparisons=[m.ComparisonTarget(operator=m.Equal(),
                                                                                comparator=m.SimpleString())])
@@ -167,20 +181,18 @@ def pinned(data: bytes, loader_lines: Sequence[int], copy_line: int) -> Outcome:
     if reading is None:
         return "the file cannot be parsed"
     edits: list[Edit] = []
-    for line in loader_lines:
-        call = _loader_call(reading, line)
-        if isinstance(call, str):
-            continue
+    loaders = [c for c in (_loader_call(reading, line) for line in loader_lines) if not isinstance(c, str)]
+    for call in loaders:
         if _literal(_keyword(call, "pin_memory")) not in (None, "False"):
-            continue
-        pinned_call: cst.Call = _set_keyword(call, "pin_memory", "True")
+            continue  # pinned already (the rewrite's pin_memory=torch.cuda.is_available()): the moves are left
+        pinned_call: cst.Call = _set_keyword(call, "pin_memory", f"{_torch_name(reading.module)}.cuda.is_available()")
         edits.append(replaced_by(call, pinned_call))
     moves = [c for c in _calls_named(reading, "to", copy_line) + _calls_named(reading, "cuda", copy_line)
              if reading.start(c) == copy_line and _keyword(c, "non_blocking") is None
              and isinstance(c.func, cst.Attribute) and not any(a.star for a in c.args)]
     if not moves:
         return f"no .to(...) or .cuda() without non_blocking at line {copy_line}"
-    if not edits:
+    if not loaders:
         return "the DataLoader of these batches was not found in this file (pin_memory is set where it is made)"
     for call in moves:
         if _last_name(call.func) == "to" and len([a for a in call.args if a.keyword is None]) > 1:
@@ -206,7 +218,7 @@ def on_device(data: bytes, line: int) -> Outcome:
             continue
         if not isinstance(func.value, cst.Call):  # (0.1 * torch.randn(...)).to(device): what does it make?
             drawn = drawn or next((_last_name(c.func) for c in _nodes(func.value, cst.Call)
-                                   if _last_name(c.func).startswith(("rand", "normal", "bernoulli"))), "")
+                                   if _last_name(c.func).startswith(_DRAWS)), "")
             continue
         inner = func.value
         name = _last_name(inner.func)
@@ -215,8 +227,10 @@ def on_device(data: bytes, line: int) -> Outcome:
         if name in _HOST_DATA:
             host = host or name
             continue
-        if name not in _MADE_IN_PLACE:
+        if name.startswith(_DRAWS):
             drawn = drawn or name
+            continue
+        if name not in _MADE_IN_PLACE:
             continue
         if _keyword(inner, "device") is not None or any(a.star for a in inner.args):
             continue
@@ -224,7 +238,7 @@ def on_device(data: bytes, line: int) -> Outcome:
         edits.append(replaced_by(call, new))
     if not edits:
         if host:
-            return (f"torch.{host} copies its host data to the device whichever way it is called: the data moved "
+            return (f"torch.{host} copies its host data to the device whichever way it is made: moving the data "
                     f"to the device once, before the loop, is left to the script's author")
         if drawn:
             return (f"torch.{drawn} here would draw from the device's own generator, which changes the numbers "

@@ -84,17 +84,21 @@ def edits_lines(story: SpeedMigration) -> list[str]:
                    f"({before['step_s'] / after['step_s']:.2f}x), the GPU idle {before['idle_fraction']:.0%} -> "
                    f"{after['idle_fraction']:.0%} of it")
     for edit in story["edits"]:
-        out.append(f"  kept: {edit['file']}:{edit['line']}: `{edit.get('edit', '')}` ({edit.get('how', '')})")
+        saves = f", ~{milliseconds(edit['seconds'])} a step" if edit.get("seconds") else ""
+        out.append(f"  kept: {edit['file']}:{edit['line']}: `{edit.get('edit', '')}` ({edit.get('how', '')}{saves})")
     if story["edits"]:
+        explained = sum(edit.get("seconds", 0.0) for edit in story["edits"])
         out.append(f"  the device run's {story['losses_same']} losses are the same, float for float, with these "
-                   f"edits as without them")
+                   f"edits as without them; their causes explained ~{milliseconds(explained)} of the estimated step "
+                   f"(each from the run before it: the two estimates above are two runs' host times, which this "
+                   f"machine's load moves too)")
     for edit in story["not_edited"]:
         where = f"{edit['file']}:{edit['line']}" if edit.get("file") else "(no line)"
         tried = f" `{edit['edit']}`" if edit.get("edit") else ""
         out.append(f"  not edited: {where} ({edit['cause']}){tried}: {edit.get('why', '')}")
     if not story["edits"] and not story["not_edited"]:
         out.append("  no cause found: nothing to edit")
-    out.append(f"  now: {story['summary_after']}")
+    out.append(f"  now (the migrated files' lines): {story['summary_after']}")
     return out
 
 

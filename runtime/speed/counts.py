@@ -38,6 +38,7 @@ from ..records import SpeedDetail, SpeedLine, SpeedLoader, SpeedPlace, SpeedProf
 aten = torch.ops.aten
 
 DETAIL_STEPS = (1, 2, 3)  # the steps measured op by op, counted from 0 (the first makes the optimizer's state)
+EVERY_STEP = 0.75  # a line does a thing "every step" where it does it in this share of the steps (or more)
 MAX_EVENTS = 20000  # past this, a step's kernels are merged into the one before them
 _KEEP_REFS = 4096  # the pinned tensors and copied sources remembered, before the dead ones are dropped
 
@@ -88,6 +89,7 @@ class Counter:
         self.loader_ids: dict[int, int] = {}  # id(dataset) -> index in loaders
         self.pinned: dict[int, weakref.ref] = {}
         self.copied: dict[int, weakref.ref] = {}  # the CPU tensors copied to the device so far
+        self.batch_storages: dict[int, weakref.ref] = {}  # a batch's storage -> the batch's tensor
         self.flop_formulas = getattr(FlopCounterMode(display=False), "flop_registry", {})
         self.events: list[list] | None = None  # the detailed step's, while it runs
         self.detailed: list[SpeedDetail] = []
@@ -271,9 +273,13 @@ class Counter:
         t0 = time.perf_counter()
         inside = self.cur["kernel_s"]
         gap = self._gap(t0) if self.events is not None else 0.0
+        batch = None
         try:
-            return fetch(iterator)
+            batch = fetch(iterator)
+            return batch
         finally:
+            for t in _flat(list(batch.values()) if isinstance(batch, dict) else batch):
+                _remember(self.batch_storages, t, key=_storage(t))
             t1 = time.perf_counter()
             waited = max(0.0, (t1 - t0) - (self.cur["kernel_s"] - inside))
             self.cur["data_wait_s"] += waited
@@ -421,6 +427,9 @@ class Counter:
         base = getattr(source, "_base", None)
         if self.is_batch(source) or (base is not None and self.is_batch(base)):
             return "batch"
+        held = self.batch_storages.get(_storage(source))
+        if held is not None and held() is not None:  # a batch rewrapped (Variable(images.view(...)))
+            return "batch"
         if base is not None:
             return "slice"
         if _held(self.copied, source):
@@ -445,8 +454,8 @@ class Counter:
         for key in keys:
             counts = [s["lines"].get(key, (0, 0)) for s in later]
             per = statistics.median(c[0] for c in counts)
-            if per <= 0:
-                continue  # not every step: an epoch's end, an evaluation
+            if per <= 0 or sum(1 for c in counts if c[0]) < EVERY_STEP * len(counts):
+                continue  # not every step: an epoch's end, an evaluation, a print every N epochs
             kind, place, what, pinned, non_blocking = key
             lines.append({"kind": kind, "place": place, "what": what, "per_step": per,
                           "bytes_per_step": statistics.median(c[1] for c in counts), "pinned": pinned,
@@ -489,13 +498,22 @@ def _steady(detailed: list[SpeedDetail]) -> SpeedDetail | None:
     return {**first, "events": events}
 
 
-def _remember(refs: dict, tensor) -> None:
-    if isinstance(tensor, torch.nn.Parameter):
+def _remember(refs: dict, tensor, key: int | None = None) -> None:
+    """``refs[key]`` (the tensor's id by default): a weak reference to ``tensor``."""
+    if isinstance(tensor, torch.nn.Parameter) or key == 0:
         return  # a weak reference would stop Module.to from swapping it (torch.utils.swap_tensors refuses)
     if len(refs) > _KEEP_REFS:
-        for key in [k for k, r in refs.items() if r() is None]:
-            del refs[key]
-    refs[id(tensor)] = weakref.ref(tensor)
+        for old in [k for k, r in refs.items() if r() is None]:
+            del refs[old]
+    refs[id(tensor) if key is None else key] = weakref.ref(tensor)
+
+
+def _storage(t) -> int:
+    """Where a CPU tensor's values are: its storage's address (0 where it has none)."""
+    try:
+        return int(t.untyped_storage().data_ptr())
+    except Exception:  # a tensor without storage (a wrapper, a meta tensor)
+        return 0
 
 
 def _held(refs: dict, tensor) -> bool:

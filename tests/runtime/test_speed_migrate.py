@@ -176,3 +176,37 @@ def test_no_speed_edit_before_the_migration_is_proven_and_the_report_says_so(tmp
     assert result["speed"]["note"] == "no speed edit is tried before the migration is proven"
     assert result["speed"]["edits"] == [] and result["speed"]["before"] is None
     assert "speed edits, estimated for H100 SXM:\n  none: no speed edit is tried before" in to_text(result)
+
+
+REWRAPPED = textwrap.dedent("""
+    import torch
+    import torch.nn as nn
+    from torch.autograd import Variable
+    from torch.utils.data import DataLoader, TensorDataset
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    torch.manual_seed(0)
+    data = TensorDataset(torch.randn(256, 1, 8, 8), torch.randint(0, 2, (256,)))
+    loader = DataLoader(data, batch_size=32)
+    model = nn.Linear(64, 2).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step, (images, labels) in enumerate(loader):
+        images = Variable(images.view(-1, 64)).to(device)
+        labels = labels.to(device)
+        loss = nn.functional.cross_entropy(model(images), labels)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if step % 3 == 0:
+            print(loss.item())
+""")
+
+
+def test_a_rewrapped_batch_is_a_batch_and_a_read_every_third_step_is_not_every_step(tmp_path):
+    script = copy_of(tmp_path, "rewrapped", REWRAPPED)
+    report = verify(script, device="sim", cwd=str(tmp_path), timeout=HANG_GUARD_S, speed=True)
+    assert report["verdict"] == "pass", report["reasons"]
+    profile = report["runs"][0]["speed"]
+    lines = {(profile["places"][line["place"]]["line"], line["kind"]): line["what"] for line in profile["lines"]}
+    assert lines[(14, "copy")] == "batch" and lines[(15, "copy")] == "batch"
+    assert (21, "sync") not in lines  # read in one step of three: no line that syncs "every step"
