@@ -16,7 +16,8 @@ import pytest
 
 pytest.importorskip("torch")
 
-from cpu2gpu.runtime.judge.verify import verify  # noqa: E402
+from cpu2gpu.runtime.judge.migrate import migrate  # noqa: E402
+from cpu2gpu.runtime.judge.verify import VerifyError, verify  # noqa: E402
 from cpu2gpu.runtime.report.htmlreport import to_html  # noqa: E402
 from cpu2gpu.runtime.report.report import to_json, to_text  # noqa: E402
 from cpu2gpu.runtime.speed import findings, gpus  # noqa: E402
@@ -112,12 +113,13 @@ def test_already_fast_has_no_cause():
     assert "no line of the script" in speed["summary"] or speed["summary"].endswith("no cause found")
 
 
-@pytest.mark.parametrize("command", ["verify", "migrate"])
-def test_an_unknown_gpu_is_a_usage_error(command):
-    proc = subprocess.run([sys.executable, "-m", "cpu2gpu", command, os.path.join(SPEED, "sync_bound.py"),
+def test_an_unknown_gpu_is_a_usage_error():
+    proc = subprocess.run([sys.executable, "-m", "cpu2gpu", "verify", os.path.join(SPEED, "sync_bound.py"),
                            "--device", "sim", "--gpu", "V100", "-q"], capture_output=True, text=True, cwd=SPEED,
                           timeout=HANG_GUARD_S)
     assert proc.returncode == 2 and "unknown GPU 'V100'" in proc.stderr, proc.stderr
+    with pytest.raises(VerifyError, match="unknown GPU 'V100'"):  # migrate --speed: before any run
+        migrate(os.path.join(SPEED, "sync_bound.py"), device="sim", cwd=SPEED, speed=True, gpu="V100")
 
 
 # -- the slow tier: loader_bound, copy_bound, the tuned twins ----------------------------------------------
