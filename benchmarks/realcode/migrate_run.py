@@ -21,10 +21,13 @@ seconds, whether the final CPU fallback run ("migrated (cpu)") broke, the edits 
 
 ``--speed``: ``migrate --speed`` (once proven, the speed edits). A proven record also keeps the estimated idle
 fraction and step before / after the edits (``speed_before_idle``, ``speed_after_idle``, ``speed_before_step_s``,
-``speed_after_step_s``), the edits kept (``speed_edits``: cause, kind, file, line, edit), the causes not edited
-(``speed_not_edited``: cause, kind, line, edit, why) and ``losses_same``; the report adds the entries estimated idle
-over half the step before / after, the edits kept by kind, those taken back and the causes given no edit by reason,
-and the regressions: a broken CPU fallback, a proven verdict other than results-rooms37.json's.
+``speed_after_step_s``), the edits kept (``speed_edits``: cause, kind, file, line, edit, seconds: the idle time a
+step the cause explained, what), the causes not edited (``speed_not_edited``: cause, kind, line, edit, seconds, why)
+and ``losses_same``; a record whose migrate tried no speed edit (a notebook, not proven; engines from fc716a3 on)
+keeps its ``speed_note`` with null estimates. The report adds the speed stories and their notes, the entries
+estimated idle over half the step before / after, the edits kept by kind, those taken back and the causes given no
+edit by reason, and the regressions: a broken CPU fallback, a proven verdict other than results-rooms37.json's or
+results-speed38.json's.
 
 One engine for everything: ``--tool`` (default: the working tree's .venv/bin/cpu2gpu). To keep others' edits of
 cpu2gpu/ and runtime/ out of a measurement, pass a pinned executable (README: the 2026-12-06 run used a wrapper
@@ -117,11 +120,14 @@ def summarise_speed(sp: dict) -> dict:
         "speed_gpu": sp.get("gpu"),
         "speed_before_idle": before.get("idle_fraction"), "speed_after_idle": after.get("idle_fraction"),
         "speed_before_step_s": before.get("step_s"), "speed_after_step_s": after.get("step_s"),
-        "speed_edits": [{k: x.get(k) for k in ("cause", "kind", "file", "line", "edit")} for x in sp.get("edits") or []],
+        # seconds: the idle time a step the cause explained (the estimate's, from the run before the edit)
+        "speed_edits": [{k: x.get(k) for k in ("cause", "kind", "file", "line", "edit", "seconds", "what")}
+                        for x in sp.get("edits") or []],
         "speed_not_edited": [{"cause": x.get("cause"), "kind": x.get("kind"), "line": x.get("line"),
-                              "edit": x.get("edit"), "why": (x.get("why") or "")[:200]}
+                              "edit": x.get("edit"), "seconds": x.get("seconds"), "why": (x.get("why") or "")[:200]}
                              for x in sp.get("not_edited") or []],
         "losses_same": sp.get("losses_same"),
+        "speed_note": sp.get("note") or "",  # why no speed edit was tried (a notebook, not proven), else ""
         "speed_summary_before": (sp.get("summary_before") or "")[:300],
         "speed_summary_after": (sp.get("summary_after") or "")[:300],
     }
@@ -270,10 +276,11 @@ def reason(why: str, words: int = 5) -> str:
     return " ".join(head.split()[:words]) or "(none given)"
 
 
-def speed_report(recs: list[dict], against: Path = HERE / "results-rooms37.json") -> str:
+def speed_report(recs: list[dict], against: Path | list[Path] = (HERE / "results-rooms37.json",
+                                                                 HERE / "results-speed38.json")) -> str:
     """migrate --speed's records: entries idle over half the step before / after the speed edits, the edits kept
     by kind, those taken back (and the causes given no edit) by reason, and the regressions: a CPU fallback that
-    broke, a proven verdict other than ``against``'s for the same entry."""
+    broke, a proven verdict other than one of ``against``'s for the same entry."""
     ms = [(r["id"] + (" (.py)" if key == "migrate_py" else ""), r[key]) for r in recs
           for key in ("migrate", "migrate_py") if r.get(key)]
     proven = [(n, m) for n, m in ms if m.get("proven")]
@@ -285,12 +292,21 @@ def speed_report(recs: list[dict], against: Path = HERE / "results-rooms37.json"
             f"{sum(m['speed_after_idle'] > 0.5 for _, m in est_after)} of {len(est_after)} | "
             f"{sum(bool(m.get('speed_edits')) for _, m in proven)} |"]
     out = ["\n".join(rows)]
+    notes = collections.Counter(m["speed_note"] for _, m in ms if m.get("speed_note"))
+    story = sum("speed_gpu" in m for _, m in ms)
+    out.append(f"speed stories: {story} of {len(ms)} migrations; with a note (no speed edit tried): "
+               + ("; ".join(f"{k} ({v})" for k, v in notes.items()) if notes else "none")
+               + "; proven without a speed story: "
+               + (", ".join(n for n, m in proven if "speed_gpu" not in m) or "none"))
     kept = collections.defaultdict(list)
     back = collections.defaultdict(list)
     none = collections.defaultdict(list)
     for n, m in proven:
         for x in m.get("speed_edits") or []:
-            kept[x.get("kind")].append(f"{n}:{x.get('line')} `{cell(x.get('edit'), 90)}`")
+            sec = x.get("seconds")
+            kept[x.get("kind")].append(f"{n}:{x.get('line')} `{cell(x.get('edit'), 90)}`"
+                                       + (f" ({sec * 1e3:.3g} ms a step explained)" if sec else
+                                          " (a cause given no time: not in the estimate)" if sec == 0 else ""))
         for x in m.get("speed_not_edited") or []:
             (back if x.get("edit") else none)[(x.get("kind") or x.get("cause"), reason(x.get("why")))].append(
                 f"{n}:{x.get('line')}")
@@ -302,19 +318,23 @@ def speed_report(recs: list[dict], against: Path = HERE / "results-rooms37.json"
         lines += [f"| {k} | {w} | {len(v)} | {'; '.join(v)} |" for (k, w), v in
                   sorted(fam.items(), key=lambda kv: -len(kv[1]))]
         out.append(f"{title}:\n" + ("\n".join(lines) if fam else "  none"))
-    old = {}
-    if against.exists():
-        for r in json.loads(against.read_text())["entries"]:
-            for key in ("migrate", "migrate_py"):
-                if r.get(key):
-                    old[r["id"] + (" (.py)" if key == "migrate_py" else "")] = bool(r[key].get("proven"))
     regress = [f"  {n}: CPU fallback broke ({m.get('cpu_fallback_status')}): "
                f"{cell('; '.join(m.get('cpu_fallback_reasons') or []), 200)}"
                for n, m in ms if m.get("cpu_fallback_broke") and not m.get("cannot_run")]
-    regress += [f"  {n}: {'proven' if m.get('proven') else 'not proven'} here, "
-                f"{'proven' if old[n] else 'not proven'} in {against.name}: {cell(m.get('ending'), 200)}"
-                for n, m in ms if n in old and old[n] != bool(m.get("proven"))]
-    out.append(f"regressions (a broken CPU fallback, a proven verdict other than {against.name}'s):\n"
+    names = []
+    for path in ([against] if isinstance(against, Path) else against):
+        if not path.exists():
+            continue
+        names.append(path.name)
+        old = {}
+        for r in json.loads(path.read_text())["entries"]:
+            for key in ("migrate", "migrate_py"):
+                if r.get(key):
+                    old[r["id"] + (" (.py)" if key == "migrate_py" else "")] = bool(r[key].get("proven"))
+        regress += [f"  {n}: {'proven' if m.get('proven') else 'not proven'} here, "
+                    f"{'proven' if old[n] else 'not proven'} in {path.name}: {cell(m.get('ending'), 200)}"
+                    for n, m in ms if n in old and old[n] != bool(m.get("proven"))]
+    out.append(f"regressions (a broken CPU fallback, a proven verdict other than {' or '.join(names)}'s):\n"
                + ("\n".join(regress) if regress else "  none"))
     return "\n\n".join(out)
 
