@@ -90,6 +90,7 @@ class Counter:
         self.pinned: dict[int, weakref.ref] = {}
         self.copied: dict[int, weakref.ref] = {}  # the CPU tensors copied to the device so far
         self.batch_storages: dict[int, weakref.ref] = {}  # a batch's storage -> the batch's tensor
+        self.pinned_storages: dict[int, weakref.ref] = {}  # a pinned tensor's storage -> the tensor
         self.flop_formulas = getattr(FlopCounterMode(display=False), "flop_registry", {})
         self.events: list[list] | None = None  # the detailed step's, while it runs
         self.detailed: list[SpeedDetail] = []
@@ -312,6 +313,7 @@ class Counter:
     def pinned_by(self, tensor) -> None:
         """``tensor`` came out of ``pin_memory()`` (on the simulated device, the same tensor: nothing is pinned)."""
         _remember(self.pinned, tensor)
+        _remember(self.pinned_storages, tensor, key=_storage(tensor))
 
     # -- counting -----------------------------------------------------------------------------------
 
@@ -416,6 +418,9 @@ class Counter:
         for t in (source, getattr(source, "_base", None)):
             if t is not None and _held(self.pinned, t):
                 return True
+        held = self.pinned_storages.get(_storage(source))
+        if held is not None and held() is not None:  # a pinned batch rewrapped (Variable(images.view(...)))
+            return True
         try:
             return bool(source.is_pinned())
         except Exception:  # no accelerator to ask (a CPU build): not pinned
