@@ -33,7 +33,8 @@ PATH = "/u/train.py"
 def cause(kind, line, seconds, source="", **extra):
     return {"kind": kind, "copied": extra.pop("copied", ""), "source_bytes": 0, "dtypes": extra.pop("dtypes", []),
             "file": "train.py", "line": line, "source": source, "per_step": 1, "bytes_per_step": 0,
-            "seconds": seconds, "share": 0.1, "what": f"{kind} at {line}", "fix": "the fix", **extra}
+            "seconds": seconds, "share": extra.pop("share", 0.1), "what": f"{kind} at {line}", "fix": "the fix",
+            **extra}
 
 
 def report(causes, losses=(1.0, 0.9, 0.8), verdict="pass", step_s=0.01, workers=0):
@@ -104,12 +105,14 @@ def test_an_edit_whose_cause_remains_or_whose_run_fails_is_taken_back_and_the_fi
 
 def test_causes_without_an_edit_are_listed_with_their_reason_and_cost_no_run():
     made = cause("made", 11, 0.01, copied="made")
+    small = cause("copy", 11, 0.0001, copied="batch", share=0.015)  # 1.5% of the step: not worth an edit
     launches = cause("launches", 12, 0.01)
     workers_have = cause("loader", 8, 0.05)
     draft = Draft([])
-    _, story = draft.run(first=report([workers_have, made, launches], workers=2))
+    _, story = draft.run(first=report([workers_have, made, launches, small], workers=2))
     assert draft.verified == [] and story["edits"] == []
     whys = {e["cause"]: e["why"] for e in story["not_edited"]}
+    assert whys["copy"].startswith("it explains 1.5% of the estimated step, under 2%: not worth an edit")
     assert whys["loader"].startswith("its DataLoader already has workers")
     assert whys["made"].startswith("no torch factory moved with .to(device)")
     assert whys["launches"] == "no automatic edit: the fix"

@@ -2,7 +2,9 @@
 only where verify proves it keeps the losses.
 
 Each round takes the causes verify --speed ranked in the last proven report, in their order, and the
-first one that has an edit (cpu2gpu.migration.speededits) not tried yet is made in the draft. The draft is
+first one that has an edit (cpu2gpu.migration.speededits) not tried yet is made in the draft. A cause that
+explains under 2% of the estimated step gets none: it would be a change for a share of the step that this
+machine's load moves by as much. The draft is
 verified again, with --speed: the edit stays where the run still passes, the device run's losses are the
 same as before any speed edit (equal, float for float: these edits change where and when work is done,
 not the arithmetic), the CPU fallback still runs alike, and the cause is gone (or explains less than half
@@ -23,6 +25,7 @@ from .verify import OK
 from ..records import SpeedCause, SpeedEditRecord, SpeedMigration, VerifyReport
 
 MAX_SPEED_ROUNDS = 6
+EDIT_SHARE = 0.02  # a cause is edited where it explains this share of the estimated step or more (cuDNN's: no time)
 MAX_MOVED_ONCE = 2e9  # a tensor copied in slices is moved whole only up to this size (the GPU holds the model too)
 
 
@@ -48,6 +51,9 @@ def plan(cause: SpeedCause, read: Callable[[str], bytes], loaders: dict[int, int
     path, line = cause["file"], cause["line"]
     if path is None or line is None:
         return "its line is not in the script's files"
+    if cause["kind"] != "cudnn" and cause["share"] < EDIT_SHARE:
+        return (f"it explains {cause['share']:.1%} of the estimated step, under {EDIT_SHARE:.0%}: not worth an edit "
+                f"(a share this machine's load can make or unmake)")
     data = read(path)
     kind = cause["kind"]
     if kind == "loader":

@@ -19,6 +19,7 @@ On real CUDA a dispatch mode does the watching (``install``); the host time is t
 
 from __future__ import annotations
 
+import ctypes
 import linecache
 import statistics
 import sys
@@ -38,6 +39,7 @@ from ..records import SpeedDetail, SpeedLine, SpeedLoader, SpeedPlace, SpeedProf
 aten = torch.ops.aten
 
 DETAIL_STEPS = (1, 2, 3)  # the steps measured op by op, counted from 0 (the first makes the optimizer's state)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 EVERY_STEP = 0.75  # a line does a thing "every step" where it does it in this share of the steps (or more)
 MAX_EVENTS = 20000  # past this, a step's kernels are merged into the one before them
 _KEEP_REFS = 4096  # the pinned tensors and copied sources remembered, before the dead ones are dropped
@@ -604,8 +606,23 @@ def _on_cuda(t) -> bool:
     return isinstance(t, torch.Tensor) and t.is_cuda
 
 
+def _keep_freed_memory() -> None:
+    """The simulated device's tensors are the C library's memory: by default each large one is mapped when made
+    and unmapped when freed, outside any op, so a large model's step spends milliseconds of "host time" giving
+    pages back, which a GPU's caching allocator does not. Kept in the heap (glibc's mallopt: no mmap, no trim
+    below 1 GB), freed memory is reused as a GPU's allocator reuses it. Elsewhere (not glibc): left as it is."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(_M_MMAP_THRESHOLD, 1 << 30)
+        libc.mallopt(_M_TRIM_THRESHOLD, 1 << 30)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
 def install(mode: str, is_user_file: Callable[[str], bool], is_batch: Callable[[Any], bool]) -> Counter:
     """Watch the device run of ``mode`` ("sim": the simulated device's dispatch; "cuda": a dispatch mode)."""
+    if mode != "cuda":
+        _keep_freed_memory()
     if mode == "cuda":
         counter = Counter(mode, is_user_file, is_batch, _on_cuda, ops_on_host=False)
         _Watch(counter).__enter__()  # for the rest of the run
