@@ -3,7 +3,7 @@ only where verify proves it keeps the losses.
 
 Each round takes the causes verify --speed ranked in the last proven report, in their order, and the
 first one that has an edit (cpu2gpu.migration.speededits) not tried yet is made in the draft. A cause that
-explains under 2% of the estimated step gets none: it would be a change for a share of the step that this
+explains under 1% of the estimated step gets none: it would be a change for a share of the step that this
 machine's load moves by as much. The draft is
 verified again, with --speed: the edit stays where the run still passes, the device run's losses are the
 same as before any speed edit (equal, float for float: these edits change where and when work is done,
@@ -25,7 +25,7 @@ from .verify import OK
 from ..records import SpeedCause, SpeedEditRecord, SpeedMigration, VerifyReport
 
 MAX_SPEED_ROUNDS = 6
-EDIT_SHARE = 0.02  # a cause is edited where it explains this share of the estimated step or more (cuDNN's: no time)
+EDIT_SHARE = 0.01  # a cause is edited where it explains this share of the estimated step or more (cuDNN's: no time)
 MAX_MOVED_ONCE = 2e9  # a tensor copied in slices is moved whole only up to this size (the GPU holds the model too)
 
 
