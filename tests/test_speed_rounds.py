@@ -112,7 +112,7 @@ def test_causes_without_an_edit_are_listed_with_their_reason_and_cost_no_run():
     _, story = draft.run(first=report([workers_have, made, launches, small], workers=2))
     assert draft.verified == [] and story["edits"] == []
     whys = {e["cause"]: e["why"] for e in story["not_edited"]}
-    assert whys["copy"].startswith("it explains 0.8% of the estimated step, under 1%: not worth an edit")
+    assert whys["copy"].startswith("it explains 0.80% of the estimated step, under 1%: not worth an edit")
     assert whys["loader"].startswith("its DataLoader already has workers")
     assert whys["made"].startswith("no torch factory moved with .to(device)")
     assert whys["launches"] == "no automatic edit: the fix"

@@ -242,7 +242,7 @@ def on_device(data: bytes, line: int) -> Outcome:
                     f"to the device once, before the loop, is left to the script's author")
         if drawn:
             return (f"torch.{drawn} here would draw from the device's own generator, which changes the numbers "
-                    f"(opt-in only)")
+                    f"(not made: the migration keeps the original's random stream)")
         return f"no torch factory moved with .to(device) at line {line}"
     return [_made(reading, edits, "on_device", line, "made on the device instead of copied there every step")]
 

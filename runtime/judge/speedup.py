@@ -52,7 +52,7 @@ def plan(cause: SpeedCause, read: Callable[[str], bytes], loaders: dict[int, int
     if path is None or line is None:
         return "its line is not in the script's files"
     if cause["kind"] != "cudnn" and cause["share"] < EDIT_SHARE:
-        return (f"it explains {cause['share']:.1%} of the estimated step, under {EDIT_SHARE:.0%}: not worth an edit "
+        return (f"it explains {cause['share']:.2%} of the estimated step, under {EDIT_SHARE:.0%}: not worth an edit "
                 f"(a share this machine's load can make or unmake)")
     data = read(path)
     kind = cause["kind"]
