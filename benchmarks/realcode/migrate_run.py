@@ -26,8 +26,8 @@ step the cause explained, what), the causes not edited (``speed_not_edited``: ca
 and ``losses_same``; a record whose migrate tried no speed edit (a notebook, not proven; engines from fc716a3 on)
 keeps its ``speed_note`` with null estimates. The report adds the speed stories and their notes, the entries
 estimated idle over half the step before / after, the edits kept by kind, those taken back and the causes given no
-edit by reason, and the regressions: a broken CPU fallback, a proven verdict other than results-rooms37.json's or
-results-speed38.json's.
+edit by reason, and the regressions: a broken CPU fallback, a proven verdict other than results-rooms37.json's,
+results-speed38.json's or results-speed38final.json's.
 
 One engine for everything: ``--tool`` (default: the working tree's .venv/bin/cpu2gpu). To keep others' edits of
 cpu2gpu/ and runtime/ out of a measurement, pass a pinned executable (README: the 2026-12-06 run used a wrapper
@@ -271,13 +271,15 @@ def report(recs: list[dict], notebooks: bool = False, speed: bool = False) -> st
 
 
 def reason(why: str, words: int = 5) -> str:
-    """The first words of a why, up to its first colon or parenthesis: the reason without its particulars."""
-    head = re.split(r"[:(]", why or "", maxsplit=1)[0]
+    """The first words of a why, up to its first colon or parenthesis: the reason without its particulars (a
+    number is N: "it explains 0.55% of the estimated step" and "... 0.98% ..." are one reason)."""
+    head = re.sub(r"\d+(?:\.\d+)?", "N", re.split(r"[:(]", why or "", maxsplit=1)[0])
     return " ".join(head.split()[:words]) or "(none given)"
 
 
 def speed_report(recs: list[dict], against: Path | list[Path] = (HERE / "results-rooms37.json",
-                                                                 HERE / "results-speed38.json")) -> str:
+                                                                 HERE / "results-speed38.json",
+                                                                 HERE / "results-speed38final.json")) -> str:
     """migrate --speed's records: entries idle over half the step before / after the speed edits, the edits kept
     by kind, those taken back (and the causes given no edit) by reason, and the regressions: a CPU fallback that
     broke, a proven verdict other than one of ``against``'s for the same entry."""
