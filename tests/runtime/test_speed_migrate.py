@@ -16,6 +16,7 @@ import pytest
 
 pytest.importorskip("torch")
 
+from cpu2gpu.migration import speededits  # noqa: E402
 from cpu2gpu.runtime.judge.migrate import migrate  # noqa: E402
 from cpu2gpu.runtime.judge.verify import verify  # noqa: E402
 from cpu2gpu.runtime.report.htmlreport import to_html  # noqa: E402
@@ -100,7 +101,7 @@ def test_loader_bound_gets_workers_kept_with_the_same_losses_and_nothing_is_writ
 
 def test_a_workers_edit_that_changes_the_losses_is_taken_back(tmp_path):
     script = copy_of(tmp_path, "jittered", RANDOM_ITEMS)
-    result = migrate(script, device="sim", max_steps=6, cwd=str(tmp_path), timeout=HANG_GUARD_S, speed=True)
+    result = migrate(script, device="sim", max_steps=4, cwd=str(tmp_path), timeout=HANG_GUARD_S, speed=True)
     assert result["proven"], result["ending"]
     story = result["speed"]
     assert not any(e["kind"] == "workers" for e in story["edits"]), story
@@ -133,38 +134,42 @@ RUNNING_SUM = textwrap.dedent("""
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 10)).to(device)
+    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10)).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    x_all, y_all = torch.randn(8 * 2048, 1024), torch.randint(0, 10, (8 * 2048,))
+    x_all, y_all = torch.randn(40 * 32, 64), torch.randint(0, 10, (40 * 32,))
     running = 0.0
-    for step in range(8):
-        x, y = x_all[step * 2048:(step + 1) * 2048].to(device), y_all[step * 2048:(step + 1) * 2048].to(device)
+    for step in range(40):
+        x, y = x_all[step * 32:(step + 1) * 32].to(device), y_all[step * 32:(step + 1) * 32].to(device)
         opt.zero_grad()
         loss = nn.functional.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
         running += loss.item()
-        if step % 4 == 3:
-            print(f"step {step} mean loss {running / 4!r}")
+        if step % 10 == 9:
+            print(f"step {step} mean loss {running / 10!r}")
             running = 0.0
 """)
 
 
-def test_a_running_sum_is_kept_on_the_device_and_prints_the_same_bytes(tmp_path):
+def test_a_running_sum_kept_on_the_device_prints_the_same_bytes(tmp_path):
+    """The edit that migrate --speed makes for `running += loss.item()` (a float read: float64 on the device, as
+    Python's float sums) prints the sums the original prints, every bit (their repr), over 40 steps. Whether the
+    sync is worth an edit depends on the estimate, which rests on this machine's host time: the rounds that keep
+    it are tested with written reports in tests/test_speed_rounds.py."""
     script = copy_of(tmp_path, "running", RUNNING_SUM)
-    # a T4: 52 GFLOP a step keep it busier than this machine's host, so the sync every step stalls the host
-    result = migrate(script, device="sim", max_steps=8, cwd=str(tmp_path), timeout=HANG_GUARD_S, speed=True, gpu="T4")
-    assert result["proven"], result["ending"]
-    kept = {e["kind"]: e for e in result["speed"]["edits"]}
-    assert kept["sum_on_device"]["edit"] == "running += loss.detach().double()", result["speed"]
-    new = result["changed"][script]
-    assert b'print(f"step {step} mean loss {float(running) / 4!r}")' in new
-    # the printed sums (their repr: every bit) are the original's, on the CPU
+    forms = speededits.sum_on_device(RUNNING_SUM.encode(), 17, floating=True)
+    assert isinstance(forms, list) and forms[0].edit == "running += loss.detach().double()"
     edited = tmp_path / "edited.py"
-    edited.write_bytes(new)
+    edited.write_bytes(forms[0].data)
+    assert b'print(f"step {step} mean loss {float(running) / 10!r}")' in forms[0].data
     outputs = [subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=tmp_path,
                               timeout=HANG_GUARD_S).stdout for path in (script, edited)]
-    assert outputs[0] == outputs[1] and outputs[0].count("mean loss") == 2, outputs
+    assert outputs[0] == outputs[1] and outputs[0].count("mean loss") == 4, outputs
+    # in float32 (.detach() alone) the sums would not all be the same bytes: what the float64 is for
+    single = tmp_path / "single.py"
+    single.write_bytes(forms[0].data.replace(b".detach().double()", b".detach()"))
+    assert subprocess.run([sys.executable, str(single)], capture_output=True, text=True, cwd=tmp_path,
+                          timeout=HANG_GUARD_S).stdout != outputs[0]
 
 
 def test_no_speed_edit_before_the_migration_is_proven_and_the_report_says_so(tmp_path):
