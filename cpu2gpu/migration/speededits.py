@@ -36,6 +36,8 @@ from typing import Optional, Sequence, Union, cast
 import libcst as cst
 import libcst.matchers as m
 
+from ..analysis.core import keyword_arg
+from ..analysis.imports import ImportTable
 from ..rewrite.fixes import Edit, InsertAfter, add_keyword, apply_edits, replaced_by
 from .binding import FileReading
 
@@ -86,10 +88,6 @@ def _last_name(func: cst.BaseExpression) -> str:
     return ""
 
 
-def _keyword(call: cst.Call, name: str) -> Optional[cst.Arg]:
-    return next((a for a in call.args if a.keyword is not None and a.keyword.value == name), None)
-
-
 def _literal(arg: Optional[cst.Arg]) -> Optional[str]:
     if arg is None:
         return None
@@ -99,7 +97,7 @@ def _literal(arg: Optional[cst.Arg]) -> Optional[str]:
 def _set_keyword(call: cst.Call, name: str, value: str) -> cst.Call:
     """``name=value`` in the call: its value replaced where given, else appended."""
     expr = cst.parse_expression(value)
-    if _keyword(call, name) is not None:
+    if keyword_arg(call, name) is not None:
         return call.with_changes(args=[a.with_changes(value=expr) if a.keyword is not None and a.keyword.value == name
                                        else a for a in call.args])
     return add_keyword(call, name, expr)
@@ -116,14 +114,14 @@ def _line_of(data: bytes, line: int) -> str:
 
 
 def _torch_name(module: cst.Module) -> str:
-    """The name the file imports torch as (``import torch as th``), else ``torch``."""
+    """The name the file imports torch as (``import torch as th``), else ``torch``: the analysis' import table."""
+    table = ImportTable()
     for stmt in module.body:
-        for small in getattr(stmt, "body", ()) if isinstance(stmt, cst.SimpleStatementLine) else ():
-            if isinstance(small, cst.Import):
-                for alias in small.names:
-                    if cst.Module([]).code_for_node(alias.name) == "torch" and alias.asname is not None:
-                        return cst.Module([]).code_for_node(alias.asname.name)
-    return "torch"
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, (cst.Import, cst.ImportFrom)):
+                    table.add(small)
+    return table.torch_alias or "torch"
 
 
 def _has_main_guard(module: cst.Module) -> bool:
@@ -155,7 +153,7 @@ def workers(data: bytes, line: int) -> Outcome:
     call = _loader_call(reading, line)
     if isinstance(call, str):
         return call
-    given = _literal(_keyword(call, "num_workers"))
+    given = _literal(keyword_arg(call, "num_workers"))
     if given is not None and given != "0":
         return f"num_workers is set by the script ({given}): the script's own setting is left to its user"
     if not _has_main_guard(reading.module):
@@ -163,11 +161,11 @@ def workers(data: bytes, line: int) -> Outcome:
                 "forkserver (Windows, macOS, Python 3.14 on Linux) would run it again")
     out = []
     with_persistent = _set_keyword(_set_keyword(call, "num_workers", str(WORKERS)), "persistent_workers", "True") \
-        if _keyword(call, "persistent_workers") is None else _set_keyword(call, "num_workers", str(WORKERS))
+        if keyword_arg(call, "persistent_workers") is None else _set_keyword(call, "num_workers", str(WORKERS))
     start = reading.start(call)
     out.append(_made(reading, [replaced_by(call, with_persistent)], "workers", start,
                      f"{WORKERS} worker processes prepare the batches, kept between epochs"))
-    if _keyword(call, "persistent_workers") is None:
+    if keyword_arg(call, "persistent_workers") is None:
         plain = _set_keyword(call, "num_workers", str(WORKERS))
         out.append(_made(reading, [replaced_by(call, plain)], "workers", start,
                          f"{WORKERS} worker processes prepare the batches"))
@@ -183,12 +181,12 @@ def pinned(data: bytes, loader_lines: Sequence[int], copy_line: int) -> Outcome:
     edits: list[Edit] = []
     loaders = [c for c in (_loader_call(reading, line) for line in loader_lines) if not isinstance(c, str)]
     for call in loaders:
-        if _literal(_keyword(call, "pin_memory")) not in (None, "False"):
+        if _literal(keyword_arg(call, "pin_memory")) not in (None, "False"):
             continue  # pinned already (the rewrite's pin_memory=torch.cuda.is_available()): the moves are left
         pinned_call: cst.Call = _set_keyword(call, "pin_memory", f"{_torch_name(reading.module)}.cuda.is_available()")
         edits.append(replaced_by(call, pinned_call))
     moves = [c for c in _calls_named(reading, "to", copy_line) + _calls_named(reading, "cuda", copy_line)
-             if reading.start(c) == copy_line and _keyword(c, "non_blocking") is None
+             if reading.start(c) == copy_line and keyword_arg(c, "non_blocking") is None
              and isinstance(c.func, cst.Attribute) and not any(a.star for a in c.args)]
     if not moves:
         return f"no .to(...) or .cuda() without non_blocking at line {copy_line}"
@@ -232,7 +230,7 @@ def on_device(data: bytes, line: int) -> Outcome:
             continue
         if name not in _MADE_IN_PLACE:
             continue
-        if _keyword(inner, "device") is not None or any(a.star for a in inner.args):
+        if keyword_arg(inner, "device") is not None or any(a.star for a in inner.args):
             continue
         new = add_keyword(inner, "device", call.args[0].value)
         edits.append(replaced_by(call, new))
@@ -402,24 +400,14 @@ def _names(root: cst.CSTNode, name: str) -> list[cst.Name]:
 
 
 def _loads(scope: cst.CSTNode, name: str, skip: cst.AugAssign) -> list[cst.Name]:
-    """The reads of ``name`` in ``scope``: every Name but the targets of assignments and the sum's own."""
-    stores: set[int] = {id(skip.target)}
-    for node in _nodes(scope, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor,
-                               cst.WithItem, cst.Param, cst.Attribute, cst.Arg)):
-        if isinstance(node, cst.AssignTarget):
-            stores |= {id(n) for n in _nodes(node.target, cst.Name)}
-        elif isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name):
-            stores.add(id(node.target))
-        elif isinstance(node, cst.AnnAssign):
-            stores |= {id(n) for n in _nodes(node.target, cst.Name)}
-        elif isinstance(node, (cst.For, cst.CompFor)):
-            stores |= {id(n) for n in _nodes(node.target, cst.Name)}
-        elif isinstance(node, cst.WithItem) and node.asname is not None:
-            stores |= {id(n) for n in _nodes(node.asname, cst.Name)}
-        elif isinstance(node, cst.Param):
+    """The reads of ``name`` in ``scope``: every Name but those bound there (``_stored_names``), parameters,
+    attribute names and keywords."""
+    stores = {id(n) for n in _stored_names(scope)} | {id(skip.target)}
+    for node in _nodes(scope, (cst.Param, cst.Attribute, cst.Arg)):
+        if isinstance(node, cst.Param):
             stores.add(id(node.name))
         elif isinstance(node, cst.Attribute):
             stores.add(id(node.attr))
-        elif isinstance(node, cst.Arg) and node.keyword is not None:
+        elif node.keyword is not None:
             stores.add(id(node.keyword))
     return [n for n in _names(scope, name) if id(n) not in stores]
