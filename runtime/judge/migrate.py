@@ -34,10 +34,10 @@ from cpu2gpu.rules.runtimeside import BINDING, CPU_MODULE, RULE_FIX, TRAINED_TEN
 
 from ..speed import gpus
 from ..child.notebookrun import CELL_SEP, is_notebook, program_file
-from ..records import MigrateReport, Reason, Round, RunResult, StaticMiss, Unreached, VerifiedRun, VerifyReport
+from ..records import MigrateReport, Reason, Round, RunResult, StaticMiss, Unreached, VerifyReport
 from .runner import choose_root, copy_tree
-from .speedup import device_line_of, draft_path, no_speed_rounds, speed_rounds
-from .verify import OK, VerifyError, verify
+from .speedup import device_line_of, no_speed_rounds, speed_rounds
+from .verify import OK, VerifyError, cpu_fallback_ok, cpu_run, device_run, verify
 
 MAX_ROUNDS = 8
 # What a run locates that an edit at the binding repairs (diagnose.subject's kinds), and the located causes
@@ -152,22 +152,6 @@ def static_round(draft: Draft, files: list[str], rules, unsafe_fixes: bool, devi
     return notes
 
 
-def _device_run(report: Mapping[str, Any]) -> VerifiedRun | None:
-    return next((r for r in report["runs"] if r["role"] == "migrated" and r["mode"] != "cpu"), None)
-
-
-def _cpu_run(report: VerifyReport) -> VerifiedRun | None:
-    return next((r for r in report["runs"] if r["role"] == "migrated" and r["mode"] == "cpu"), None)
-
-
-def cpu_fallback_ok(report: VerifyReport) -> bool:
-    """The migrated copy, with CUDA hidden, ran and gave the original's losses."""
-    run = _cpu_run(report)
-    if run is None or run["status"] not in OK:
-        return False
-    return not any(r["run"] == run["label"] for r in report["reasons"])
-
-
 def cannot_run(report: VerifyReport) -> str | None:
     """Why no verdict about the migration can be reached here (the original fails, data is missing or
     cannot be downloaded, a package the script imports is not installed)."""
@@ -195,7 +179,7 @@ def evidence_of(report: Mapping[str, Any], draft: Draft, tried: set,
                 script: str | None = None) -> list[tuple[Evidence, str, Reason]]:
     """The located causes of the device run, as (evidence, user's file, verify's reason), first first.
     ``script``: the entry script, where the optimizer of plain tensors that stayed on the CPU is built."""
-    device = _device_run(report)
+    device = device_run(report)
     if device is None:
         return []
     out = []
@@ -430,9 +414,6 @@ def migrate(script: str, args=(), *, device: str = "auto", max_steps=None, synth
 def _speed_rounds(draft: Draft, report: VerifyReport, run_verify, cwd: str, progress):
     """migrate --speed's rounds on the proven draft (speedup.py)."""
 
-    def read(user_path: str) -> bytes:
-        return draft.read(user_path)
-
     def original(user_path: str, now: bytes, line: int) -> int:
         first = draft.originals.get(user_path)
         return original_line(first, now, line) if first is not None else line
@@ -442,8 +423,8 @@ def _speed_rounds(draft: Draft, report: VerifyReport, run_verify, cwd: str, prog
             progress("speed: verify")
         return run_verify()
 
-    return speed_rounds(report, read=read, write=draft.write,
-                        user_path=lambda shown: draft_path(shown, draft.work, draft.root, draft.cwd_in_draft),
+    return speed_rounds(report, read=draft.read, write=draft.write,
+                        user_path=lambda shown: _user_path(shown, draft),
                         shown=lambda path: os.path.relpath(path, cwd),
                         device_line=lambda path: device_line_of(draft.read(path)), run_verify=verify_again,
                         original_line=original)
@@ -463,7 +444,7 @@ def _device_failure(report: VerifyReport) -> tuple | None:
     """The device run's first located failure (its cause, its place, and where the value it names is
     held: the same line of a forward() reached from another loop is another failure), None when it
     has none."""
-    run = _device_run(report)
+    run = device_run(report)
     if run is None or run["status"] in OK:
         return None
     reason = next((r for r in report["reasons"] if r["run"] == run["label"]), None)
@@ -474,7 +455,7 @@ def _device_failure(report: VerifyReport) -> tuple | None:
 
 
 def _first_reason(report: VerifyReport, mode: str) -> str:
-    run = _cpu_run(report) if mode == "cpu" else _device_run(report)
+    run = cpu_run(report) if mode == "cpu" else device_run(report)
     for r in report["reasons"]:
         if run is not None and r["run"] == run["label"]:
             return r["cause"]

@@ -15,13 +15,12 @@ load moves by more than a small cause is worth. The rounds end when no cause has
 
 from __future__ import annotations
 
-import os
 from typing import Callable, Mapping, Sequence
 
 from cpu2gpu.migration import speededits
 from cpu2gpu.migration.speededits import SpeedEdit
 
-from .verify import OK
+from .verify import cpu_fallback_ok, device_run
 from ..records import SpeedCause, SpeedEditRecord, SpeedMigration, VerifyReport
 
 MAX_SPEED_ROUNDS = 6
@@ -29,18 +28,8 @@ EDIT_SHARE = 0.01  # a cause is edited where it explains this share of the estim
 MAX_MOVED_ONCE = 2e9  # a tensor copied in slices is moved whole only up to this size (the GPU holds the model too)
 
 
-def _device_run(report: Mapping) -> Mapping | None:
-    return next((r for r in report["runs"] if r["role"] == "migrated" and r["mode"] != "cpu"), None)
-
-
-def _cpu_alike(report: Mapping) -> bool:
-    run = next((r for r in report["runs"] if r["role"] == "migrated" and r["mode"] == "cpu"), None)
-    return run is None or (run["status"] in OK and
-                           not any(r["run"] == run["label"] for r in report["reasons"]))
-
-
 def _losses(report: Mapping) -> list[float] | None:
-    run = _device_run(report)
+    run = device_run(report)
     return list(run["losses"]) if run is not None and run.get("losses") else None
 
 
@@ -99,14 +88,14 @@ def speed_rounds(report: VerifyReport, *, read: Callable[[str], bytes], write: C
     refused: list[SpeedEditRecord] = []
     tried: set = set()
     for _ in range(MAX_SPEED_ROUNDS):
-        device = _device_run(report)
-        profile = (device or {}).get("speed") or {}
+        device = device_run(report)
+        profile: Mapping = (device.get("speed") if device else None) or {}
         change = None
         for cause in (report.get("speed") or {}).get("causes") or []:
             path = user_path(cause["file"]) if cause["file"] else None
             # by the user's line: an edit that adds a line moves the draft's lines below it
-            key = (cause["kind"], path, original_line(path, read(path), cause["line"]) if path and cause["line"]
-                   else cause["line"])
+            user_line = original_line(path, read(path), cause["line"]) if path and cause["line"] else None
+            key = (cause["kind"], path, cause["line"] if user_line is None else user_line)
             if key in tried:
                 continue
             tried.add(key)
@@ -114,8 +103,7 @@ def speed_rounds(report: VerifyReport, *, read: Callable[[str], bytes], write: C
             loaders = _loaders_in(profile, path, user_path) if path else {}
             outcome = plan(local, read, loaders, device_line(path) if path else None)  # type: ignore[arg-type]
             if isinstance(outcome, str):
-                where = original_line(path, read(path), cause["line"]) if path and cause["line"] else None
-                refused.append(_record(cause, None, path, shown, outcome, where))
+                refused.append(_record(cause, None, path, shown, outcome, user_line))
                 continue
             change = (cause, path, outcome)
             break
@@ -159,7 +147,7 @@ def _refusal(new: Mapping, base_losses: Sequence[float] | None) -> str | None:
     if new["verdict"] != "pass":
         first = new["reasons"][0]["cause"] if new["reasons"] else new["verdict"]
         return f"verify no longer passes: {first}"
-    if not _cpu_alike(new):
+    if not cpu_fallback_ok(new):
         return "the CPU fallback no longer runs alike"
     if not losses or not base_losses:
         return "the device run recorded no losses to compare"
@@ -196,12 +184,3 @@ def device_line_of(data: bytes) -> int | None:
         if not text[:1].isspace() and "=" in stripped and "torch.device(" in stripped:
             return number
     return None
-
-
-def draft_path(path: str, work: str, user_root: str, cwd: str) -> str | None:
-    """A file a draft's run names (relative to the run's working folder ``cwd`` in the draft, or absolute), as
-    the user's path (None: outside the draft)."""
-    path = os.path.normpath(os.path.join(cwd, path))
-    if (path + os.sep).startswith(work + os.sep) or path.startswith(work + os.sep):
-        return os.path.join(user_root, os.path.relpath(path, work))
-    return path if path.startswith(user_root + os.sep) else None

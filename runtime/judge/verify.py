@@ -4,20 +4,38 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import cast
+from typing import Any, Mapping, cast
 
 from . import compare as cmp
 from . import distributed, reach
 from ..child.notebookrun import is_notebook
 from ..speed import findings, gpus
 from ..records import (BandMeasure, Comparison, Coverage, DeviceChoiceRecord, Divergence, MissingPackage, NeededData,
-                       Reason, RunResult, SpeedReport, VerifyReport, Where)
+                       Reason, RunResult, SpeedReport, VerifiedRun, VerifyReport, Where)
 from .runner import RunSpec, run
 
 DEVICES = ("auto", "cuda", "cpu", "sim", "sim-mps", "mps", "xpu")
 DEVICE_MODES = ("cuda", "sim", "sim-mps", "mps", "xpu")  # the runs that must train on the device
 SPEED_MODES = ("sim", "cuda")  # the runs verify --speed counts in
 OK = ("ok", "max_steps")
+
+
+def device_run(report: Mapping[str, Any]) -> VerifiedRun | None:
+    """The migrated script's run on the device (simulated or real)."""
+    return next((r for r in report["runs"] if r["role"] == "migrated" and r["mode"] != "cpu"), None)
+
+
+def cpu_run(report: Mapping[str, Any]) -> VerifiedRun | None:
+    """The migrated script's run with CUDA hidden: the CPU fallback."""
+    return next((r for r in report["runs"] if r["role"] == "migrated" and r["mode"] == "cpu"), None)
+
+
+def cpu_fallback_ok(report: Mapping[str, Any]) -> bool:
+    """The migrated copy, with CUDA hidden, ran and gave the original's losses."""
+    run = cpu_run(report)
+    if run is None or run["status"] not in OK:
+        return False
+    return not any(r["run"] == run["label"] for r in report["reasons"])
 NEEDS_DATA = "needs_data"  # a run's status: it stopped on data that is not here (--synthetic-data)
 
 

@@ -420,8 +420,7 @@ class Counter:
         for t in (source, getattr(source, "_base", None)):
             if t is not None and _held(self.pinned, t):
                 return True
-        held = self.pinned_storages.get(_storage(source))
-        if held is not None and held() is not None:  # a pinned batch rewrapped (Variable(images.view(...)))
+        if _shares_storage(self.pinned_storages, source):  # a pinned batch rewrapped (Variable(images.view(...)))
             return True
         try:
             return bool(source.is_pinned())
@@ -434,8 +433,7 @@ class Counter:
         base = getattr(source, "_base", None)
         if self.is_batch(source) or (base is not None and self.is_batch(base)):
             return "batch"
-        held = self.batch_storages.get(_storage(source))
-        if held is not None and held() is not None:  # a batch rewrapped (Variable(images.view(...)))
+        if _shares_storage(self.batch_storages, source):  # a batch rewrapped (Variable(images.view(...)))
             return "batch"
         if base is not None:
             return "slice"
@@ -521,6 +519,13 @@ def _storage(t) -> int:
         return int(t.untyped_storage().data_ptr())
     except Exception:  # a tensor without storage (a wrapper, a meta tensor)
         return 0
+
+
+def _shares_storage(refs: dict, tensor) -> bool:
+    """Whether a tensor remembered by its storage (``_remember(refs, t, key=_storage(t))``), still alive, holds
+    ``tensor``'s values."""
+    ref = refs.get(_storage(tensor))
+    return ref is not None and ref() is not None
 
 
 def _held(refs: dict, tensor) -> bool:
